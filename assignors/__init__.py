@@ -1,0 +1,88 @@
+"""Partition assignors as pure functions: range, roundrobin, sticky, cooperative-sticky, failover.
+
+``GroupSpec`` in, ``GroupAssignment`` out; no I/O and no broker imports, so the
+same code serves Python consumers (through the aiokafka adapters in
+``assignors.adapters``) and the broker's server-side assignment.
+The adapter classes are also importable from here (loaded lazily, on first use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from assignors.codec import (
+    Assignment,
+    CodecError,
+    Subscription,
+    decode_assignment,
+    decode_priority,
+    decode_subscription,
+    encode_assignment,
+    encode_priority,
+    encode_subscription,
+)
+from assignors.simple import failover_assign, range_assign, roundrobin_assign
+from assignors.spec import (
+    DEFAULT_GENERATION,
+    GroupAssignment,
+    GroupSpec,
+    MemberSpec,
+    TopicPartition,
+)
+from assignors.sticky import cooperative_sticky_assign, minimum_moves, sticky_assign
+
+if TYPE_CHECKING:
+    from assignors.adapters import (
+        FailoverAssignor,
+        RangeAssignor,
+        RoundRobinAssignor,
+        StickyAssignor,
+    )
+
+__all__ = [
+    "ASSIGNORS",
+    "DEFAULT_GENERATION",
+    "Assignment",
+    "CodecError",
+    "FailoverAssignor",
+    "GroupAssignment",
+    "GroupSpec",
+    "MemberSpec",
+    "RangeAssignor",
+    "RoundRobinAssignor",
+    "StickyAssignor",
+    "Subscription",
+    "TopicPartition",
+    "cooperative_sticky_assign",
+    "decode_assignment",
+    "decode_priority",
+    "decode_subscription",
+    "encode_assignment",
+    "encode_priority",
+    "encode_subscription",
+    "failover_assign",
+    "minimum_moves",
+    "range_assign",
+    "roundrobin_assign",
+    "sticky_assign",
+]
+
+#: Protocol name -> assignment function (cooperative-sticky with deferral off).
+ASSIGNORS: dict[str, Callable[[GroupSpec], GroupAssignment]] = {
+    "range": range_assign,
+    "roundrobin": roundrobin_assign,
+    "sticky": sticky_assign,
+    "cooperative-sticky": cooperative_sticky_assign,
+    "failover": failover_assign,
+}
+
+_ADAPTERS = frozenset({"FailoverAssignor", "RangeAssignor", "RoundRobinAssignor", "StickyAssignor"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ADAPTERS:
+        from assignors import adapters
+
+        return getattr(adapters, name)
+    raise AttributeError(f"module 'assignors' has no attribute {name!r}")

@@ -1,0 +1,55 @@
+"""``kgroupd``: run the broker (``python -m broker`` is the same)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from broker.config import BrokerConfig, ConfigError, load_config
+from broker.logging import configure_logging
+
+
+async def serve(config: BrokerConfig) -> None:
+    from broker.server import KafkaServer
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Before start-up, so a signal sent as soon as "listening" is logged is handled.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = KafkaServer(config)
+    await server.start()
+    await stop.wait()
+    await server.stop()
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop when it is installed (it is a dependency except on Windows)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        asyncio.run(coro)
+        return
+    uvloop.run(coro)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = load_config(argv)
+    except ConfigError as exc:
+        print(f"kgroupd: error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.log_format, config.log_level)
+    try:
+        run(serve(config))
+    except OSError as exc:
+        print(f"kgroupd: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""Broker settings: command-line flags, ``KGROUPD_*`` environment variables and defaults.
+
+A flag beats its environment variable, which beats the default (Kafka's, where Kafka has one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConfigError(Exception):
+    """A setting that cannot be used; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    node_id: int = 0
+    cluster_id: str | None = None
+    data_dir: str | None = None
+    log_format: str | None = None  # json | console; None: json off a TTY
+    log_level: str = "info"
+    auto_create_topics: bool = True
+    default_partitions: int = 1
+    create_topics: tuple[TopicSpec, ...] = field(default_factory=tuple)
+    max_request_bytes: int = 104857600
+    message_max_bytes: int = 1048588
+    offsets_partitions: int = 50
+    initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_max_size: int | None = None
+    offsets_retention_minutes: int = 10080
+    offset_metadata_max_bytes: int = 4096
+
+    def advertised(self, bound_port: int) -> tuple[str, int]:
+        host = self.advertised_host
+        if host is None:
+            host = socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host
+        return host, self.advertised_port or bound_port
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port")
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    value = _positive_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _topic_spec(text: str) -> TopicSpec:
+    name, sep, count = text.rpartition(":")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME:PARTITIONS")
+    return TopicSpec(name, _at_least_one(count))
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+# (flag, dest, type, help). Defaults come from BrokerConfig.
+_OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
+    ("--host", "host", str, "address to listen on"),
+    ("--port", "port", _port, "port to listen on; 0 binds a free port (logged as 'listening')"),
+    (
+        "--advertised-host",
+        "advertised_host",
+        str,
+        "host given to clients in Metadata (default: --host; the hostname when it is 0.0.0.0)",
+    ),
+    (
+        "--advertised-port",
+        "advertised_port",
+        _port,
+        "port given to clients in Metadata (default: the bound port)",
+    ),
+    ("--node-id", "node_id", _positive_int, "this broker's node id"),
+    (
+        "--cluster-id",
+        "cluster_id",
+        str,
+        "cluster id (default: generated; kept in the data dir when there is one)",
+    ),
+    (
+        "--data-dir",
+        "data_dir",
+        str,
+        "directory for durable state (not supported yet; unset: everything in memory)",
+    ),
+    ("--log-format", "log_format", str, "json or console (default: json off a TTY)"),
+    ("--log-level", "log_level", str, "debug, info, warning or error"),
+    (
+        "--default-partitions",
+        "default_partitions",
+        _at_least_one,
+        "partitions of auto-created topics (Kafka: num.partitions)",
+    ),
+    (
+        "--max-request-bytes",
+        "max_request_bytes",
+        _at_least_one,
+        "largest request frame accepted (Kafka: socket.request.max.bytes)",
+    ),
+    (
+        "--message-max-bytes",
+        "message_max_bytes",
+        _at_least_one,
+        "largest record batch accepted (Kafka: message.max.bytes)",
+    ),
+    (
+        "--offsets-partitions",
+        "offsets_partitions",
+        _at_least_one,
+        "coordinator shards (Kafka: offsets.topic.num.partitions)",
+    ),
+    (
+        "--initial-rebalance-delay-ms",
+        "initial_rebalance_delay_ms",
+        _positive_int,
+        "Kafka: group.initial.rebalance.delay.ms",
+    ),
+    (
+        "--group-min-session-timeout-ms",
+        "group_min_session_timeout_ms",
+        _positive_int,
+        "Kafka: group.min.session.timeout.ms",
+    ),
+    (
+        "--group-max-session-timeout-ms",
+        "group_max_session_timeout_ms",
+        _positive_int,
+        "Kafka: group.max.session.timeout.ms",
+    ),
+    (
+        "--group-max-size",
+        "group_max_size",
+        _at_least_one,
+        "Kafka: group.max.size (default: unbounded)",
+    ),
+    (
+        "--offsets-retention-minutes",
+        "offsets_retention_minutes",
+        _at_least_one,
+        "Kafka: offsets.retention.minutes",
+    ),
+    (
+        "--offset-metadata-max-bytes",
+        "offset_metadata_max_bytes",
+        _positive_int,
+        "Kafka: offset.metadata.max.bytes",
+    ),
+]
+
+
+def env_name(dest: str) -> str:
+    """KGROUPD_ plus the flag's name: --create-topic is KGROUPD_CREATE_TOPIC."""
+    return "KGROUPD_" + ("create_topic" if dest == "create_topics" else dest).upper()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = BrokerConfig()
+    parser = argparse.ArgumentParser(
+        prog="kgroupd",
+        description="A Kafka-compatible broker with an exact consumer-group coordinator. "
+        "Every flag can also be set as an environment variable KGROUPD_<NAME> "
+        "(e.g. KGROUPD_PORT=9093, booleans true|false); a flag beats the variable, "
+        "which beats the default.",
+    )
+    for flag, dest, typ, text in _OPTIONS:
+        default = getattr(defaults, dest)
+        shown = "unset" if default is None else default
+        parser.add_argument(
+            flag, dest=dest, type=typ, default=None, help=f"{text} [{env_name(dest)}; {shown}]"
+        )
+    parser.add_argument(
+        "--auto-create-topics",
+        dest="auto_create_topics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="create unknown topics on Metadata requests (Kafka: auto.create.topics.enable) "
+        f"[{env_name('auto_create_topics')}; true]",
+    )
+    parser.add_argument(
+        "--create-topic",
+        dest="create_topics",
+        type=_topic_spec,
+        action="append",
+        default=None,
+        metavar="NAME:PARTITIONS",
+        help="create this topic at start-up; repeatable "
+        f"[{env_name('create_topics')}, comma-separated; none]",
+    )
+    return parser
+
+
+_ENV_TYPES: dict[str, Callable[[str], Any]] = {dest: typ for _, dest, typ, _ in _OPTIONS}
+
+
+def _from_env(dest: str, raw: str) -> object:
+    try:
+        if dest == "auto_create_topics":
+            return _bool(raw)
+        if dest == "create_topics":
+            return tuple(_topic_spec(p.strip()) for p in raw.split(",") if p.strip())
+        conv = _ENV_TYPES[dest]
+        return conv(raw)
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        raise ConfigError(f"{env_name(dest)}: {exc}") from None
+
+
+def load_config(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> BrokerConfig:
+    """Parse flags and environment into a validated config (argparse exits on bad flags)."""
+    env = os.environ if environ is None else environ
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    values: dict[str, object] = {}
+    for dest in [*_ENV_TYPES, "auto_create_topics", "create_topics"]:
+        flag_value = getattr(args, dest)
+        if flag_value is not None:
+            values[dest] = tuple(flag_value) if dest == "create_topics" else flag_value
+        elif env_name(dest) in env:
+            values[dest] = _from_env(dest, env[env_name(dest)])
+    config = BrokerConfig(**values)  # type: ignore[arg-type]
+    validate(config)
+    return config
+
+
+def validate(config: BrokerConfig) -> None:
+    if config.log_format not in (None, "json", "console"):
+        raise ConfigError(f"--log-format must be json or console, not {config.log_format!r}")
+    if config.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError(
+            f"--log-level must be debug, info, warning or error, not {config.log_level!r}"
+        )
+    if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
+        raise ConfigError("--group-min-session-timeout-ms is above --group-max-session-timeout-ms")
+    if config.data_dir is not None:
+        raise ConfigError("--data-dir is not supported yet: kgroupd keeps everything in memory")
+    if config.message_max_bytes > config.max_request_bytes:
+        raise ConfigError("--message-max-bytes is above --max-request-bytes")

@@ -1,0 +1,220 @@
+"""One client connection: frames in, responses out, strictly in request order.
+
+Every complete frame of a read is handled in order; what can be answered at once is, and the
+answers of one read go out in one write. A request that must wait (a JoinGroup, a long-poll
+Fetch) pauses the connection until it is answered, as Kafka mutes a channel while a request
+is in flight, so responses never overtake each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+from collections import deque
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, cast
+
+import structlog
+
+from broker.handlers import HANDLERS
+from broker.handlers.api_versions import api_versions_body
+from broker.handlers.registry import RequestContext
+from protocol.errors import ErrorCode
+from protocol.framing import (
+    FrameDecoder,
+    FrameError,
+    encode_response,
+    parse_request_header,
+    peek_api,
+)
+from protocol.messages import MessageSpec, error_values, lookup
+
+if TYPE_CHECKING:
+    from broker.server import KafkaServer
+
+log = structlog.get_logger("kgroupd.connection")
+_ids = itertools.count(1)
+_API_VERSIONS_V0 = lookup(18, 0)
+
+
+class _Close(Exception):
+    """Close this connection after logging why; everyone else carries on."""
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.conn_id = next(_ids)
+        self.decoder = FrameDecoder(server.broker.config.max_request_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.queue: deque[bytes] = deque()
+        self.waiting: asyncio.Future[Any] | None = None
+        self.write_paused = False
+        self.closing = False
+        self.peer = "?"
+        self.client_id: str | None = None
+        self.log: Any = log.bind(conn=self.conn_id)
+
+    # asyncio callbacks -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not subclass asyncio.Transport, but implement it.
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.log = self.log.bind(peer=self.peer)
+        self.server.connections.add(self)
+        self.log.info("connection_open")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.server.connections.discard(self)
+        if self.waiting is not None and not self.waiting.done():
+            self.waiting.cancel()
+        self.log.info("connection_closed", error=str(exc) if exc else None)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.queue.extend(self.decoder.feed(data))
+        if self.waiting is None:
+            self._run()
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self.transport is not None and self.waiting is None and not self.closing:
+            self.transport.resume_reading()
+
+    # request handling --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        out: list[bytes] = []
+        queue = self.queue
+        while queue and self.waiting is None and not self.closing:
+            frame = queue.popleft()
+            try:
+                result = self._dispatch(frame)
+            except _Close as exc:
+                if out and self.transport is not None:
+                    self.transport.write(b"".join(out))
+                self._close(str(exc))
+                return
+            if result is None:
+                continue
+            if isinstance(result, bytes):
+                out.append(result)
+                continue
+            awaitable, spec, corr = result
+            fut = asyncio.ensure_future(awaitable)
+            self.waiting = fut
+            if self.transport is not None:
+                self.transport.pause_reading()
+            fut.add_done_callback(functools.partial(self._finished, spec=spec, corr=corr))
+        if out and self.transport is not None:
+            self.transport.write(b"".join(out))
+        if self.decoder.error is not None and not queue and self.waiting is None:
+            # Everything framed before the bad size prefix has been answered.
+            self._close(f"bad frame: {self.decoder.error}")
+
+    def _finished(self, fut: asyncio.Future[Any], *, spec: MessageSpec, corr: int) -> None:
+        self.waiting = None
+        if self.closing or fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self.log.error(
+                "handler_failed",
+                api_key=spec.api_key,
+                api_version=spec.version,
+                exc_info=exc,
+            )
+            body = spec.response.SCHEMA.encode(
+                error_values(spec.response.SCHEMA, ErrorCode.UNKNOWN_SERVER_ERROR)
+            )
+        else:
+            reply = fut.result()
+            body = None if reply is None else spec.encode_response(reply)
+        if body is not None and self.transport is not None:
+            self.transport.write(encode_response(corr, body, spec.response_header_v1))
+        if self.transport is not None and not self.write_paused:
+            self.transport.resume_reading()
+        self._run()
+
+    def _dispatch(self, frame: bytes) -> bytes | tuple[Awaitable[Any], MessageSpec, int] | None:
+        try:
+            api_key, version, corr = peek_api(frame)
+        except FrameError as exc:
+            raise _Close(f"bad request header: {exc}") from None
+        entry = HANDLERS.get(api_key)
+        if entry is None:
+            raise _Close(f"unknown api key {api_key} (version {version})")
+        if not entry.min_version <= version <= entry.max_version:
+            if api_key == 18 and _API_VERSIONS_V0 is not None:
+                # Kafka answers an ApiVersions it cannot parse with a v0 body listing its
+                # ranges, so the client can retry with a version we speak.
+                self.log.info("api_versions_unsupported", api_version=version)
+                body = _API_VERSIONS_V0.encode_response(
+                    api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
+                )
+                return encode_response(corr, body, False)
+            raise _Close(
+                f"unsupported version {version} of api key {api_key} "
+                f"(we serve {entry.min_version}-{entry.max_version})"
+            )
+        spec = lookup(api_key, version)
+        assert spec is not None
+        try:
+            header = parse_request_header(frame, spec.flexible)
+            request = spec.decode_request(frame, header.body_offset)
+        except Exception as exc:  # any decode failure is the client's malformed request
+            raise _Close(f"malformed request api_key={api_key} v{version}: {exc!r}") from None
+        if header.client_id != self.client_id:
+            self.client_id = header.client_id
+            self.log = self.log.bind(client_id=header.client_id)
+        ctx = RequestContext(
+            self.broker,
+            api_key,
+            version,
+            corr,
+            header.client_id,
+            self.peer.rsplit(":", 1)[0],
+            self.log,
+        )
+        try:
+            reply = entry.fn(ctx, request)
+            if reply is None:
+                return None
+            if not isinstance(reply, dict):
+                return reply, spec, corr
+            body = spec.encode_response(reply)
+        except Exception:
+            self.log.exception("handler_failed", api_key=api_key, api_version=version)
+            body = spec.response.SCHEMA.encode(
+                error_values(spec.response.SCHEMA, ErrorCode.UNKNOWN_SERVER_ERROR)
+            )
+        return encode_response(corr, body, spec.response_header_v1)
+
+    def _close(self, reason: str, error: bool = True) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        if error:
+            self.log.warning("connection_closing", reason=reason)
+        if self.transport is not None:
+            self.transport.close()
+
+    def close_when_idle(self) -> None:
+        """For shutdown: close now if nothing is in flight, else once it is answered."""
+        if self.waiting is None:
+            self._close("broker shutting down", error=False)
+        else:
+            self.waiting.add_done_callback(
+                lambda _f: self._close("broker shutting down", error=False)
+            )

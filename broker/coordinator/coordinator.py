@@ -1,0 +1,136 @@
+"""The group coordinator: one shard per offsets partition, routed by ``partition_for``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+
+from .commands import (
+    DeleteGroups,
+    DeleteGroupsResult,
+    DescribeGroups,
+    DescribeGroupsResult,
+    Heartbeat,
+    HeartbeatResult,
+    JoinGroup,
+    JoinGroupResult,
+    LeaveGroup,
+    LeaveGroupResult,
+    ListedGroup,
+    ListGroups,
+    ListGroupsResult,
+    OffsetCommit,
+    OffsetCommitResult,
+    OffsetDelete,
+    OffsetDeleteResult,
+    OffsetFetch,
+    OffsetFetchResult,
+    SyncGroup,
+    SyncGroupResult,
+)
+from .config import CoordinatorConfig
+from .deferred import Deferred
+from .placement import partition_for
+from .records import Record
+from .shard import CoordinatorShard
+from .timers import Timers
+
+__all__ = ["CoordinatorLocation", "GroupCoordinator"]
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorLocation:
+    """Where a group lives: its offsets partition and whether this node owns it."""
+
+    partition: int
+    owned: bool
+    node_id: int
+
+
+class GroupCoordinator:
+    """Entry point for the wire handlers. Every method is synchronous; JoinGroup/SyncGroup
+    return a ``Deferred`` (already resolved unless the request is parked)."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        timers: Timers,
+        node_id: int,
+        sink_factory: Callable[[int], Callable[[Record], None]] | None = None,
+    ) -> None:
+        self.config = config
+        self.timers = timers
+        self.node_id = node_id
+        self.shards = [
+            CoordinatorShard(p, config, timers, sink_factory(p) if sink_factory else None)
+            for p in range(config.offsets_partitions)
+        ]
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_partitions)
+
+    def shard_for(self, group_id: str) -> CoordinatorShard:
+        return self.shards[self.partition_for(group_id)]
+
+    def coordinator_for(self, group_id: str) -> CoordinatorLocation:
+        """For FindCoordinator (key type 0). A single node owns every shard."""
+        shard = self.shard_for(group_id)
+        return CoordinatorLocation(shard.partition, shard.owned, self.node_id)
+
+    # --- group membership ------------------------------------------------------------------
+    def join_group(self, cmd: JoinGroup) -> Deferred[JoinGroupResult]:
+        return self.shard_for(cmd.group_id).join_group(cmd)
+
+    def sync_group(self, cmd: SyncGroup) -> Deferred[SyncGroupResult]:
+        return self.shard_for(cmd.group_id).sync_group(cmd)
+
+    def heartbeat(self, cmd: Heartbeat) -> HeartbeatResult:
+        return self.shard_for(cmd.group_id).heartbeat(cmd)
+
+    def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult:
+        return self.shard_for(cmd.group_id).leave_group(cmd)
+
+    # --- offsets ---------------------------------------------------------------------------
+    def commit_offsets(self, cmd: OffsetCommit) -> OffsetCommitResult:
+        return self.shard_for(cmd.group_id).commit_offsets(cmd)
+
+    def fetch_offsets(self, cmd: OffsetFetch) -> OffsetFetchResult:
+        return self.shard_for(cmd.group_id).fetch_offsets(cmd)
+
+    def delete_offsets(self, cmd: OffsetDelete) -> OffsetDeleteResult:
+        return self.shard_for(cmd.group_id).delete_offsets(cmd)
+
+    # --- admin -----------------------------------------------------------------------------
+    def describe_groups(self, cmd: DescribeGroups) -> DescribeGroupsResult:
+        return DescribeGroupsResult(
+            tuple(
+                self.shard_for(g).describe_group(g, cmd.unknown_group_not_found)
+                for g in cmd.group_ids
+            )
+        )
+
+    def list_groups(self, cmd: ListGroups) -> ListGroupsResult:
+        """Groups of every owned shard; a loading shard sets COORDINATOR_LOAD_IN_PROGRESS."""
+        error = ErrorCode.NONE
+        groups: list[ListedGroup] = []
+        for shard in self.shards:
+            if not shard.owned:
+                continue
+            if shard.loading:
+                error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                continue
+            groups.extend(shard.list_groups(cmd.states_filter))
+        return ListGroupsResult(error, tuple(groups))
+
+    def delete_groups(self, cmd: DeleteGroups) -> DeleteGroupsResult:
+        return DeleteGroupsResult(
+            tuple((g, self.shard_for(g).delete_group(g)) for g in cmd.group_ids)
+        )
+
+    def shutdown(self) -> None:
+        """Unload every shard: all parked requests answered (NOT_COORDINATOR), timers gone."""
+        for shard in self.shards:
+            if shard.owned:
+                shard.shutdown()

@@ -1,0 +1,181 @@
+"""Shared state and plumbing of a coordinator shard: groups, offsets, timers, records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from protocol.errors import ErrorCode
+
+from .commands import JoinGroupResult, SyncGroupResult
+from .config import CoordinatorConfig
+from .group import ClassicGroup, Member
+from .records import (
+    GroupMetadataRecord,
+    GroupTombstoneRecord,
+    OffsetCommitRecord,
+    OffsetTombstoneRecord,
+    Record,
+    RecordSink,
+)
+from .state import GroupState
+from .timers import Timers
+
+__all__ = ["OffsetAndMetadata", "ShardCore"]
+
+
+def _no_sink(record: Record) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None = None
+
+
+def heartbeat_key(group_id: str, member_id: str) -> str:
+    return f"heartbeat/{group_id}/{member_id}"
+
+
+def pending_key(group_id: str, member_id: str) -> str:
+    return f"pending/{group_id}/{member_id}"
+
+
+def join_key(group_id: str) -> str:
+    return f"join/{group_id}"
+
+
+def sync_key(group_id: str) -> str:
+    return f"sync/{group_id}"
+
+
+class ShardCore:
+    """Groups and offsets of one offsets partition, plus the helpers every operation uses."""
+
+    def __init__(
+        self,
+        partition: int,
+        config: CoordinatorConfig,
+        timers: Timers,
+        sink: RecordSink | None = None,
+    ) -> None:
+        self.partition = partition
+        self.config = config
+        self.timers = timers
+        self.sink: RecordSink = sink or _no_sink
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        self.owned = True
+        self.loading = False
+        self.log: Any = structlog.get_logger("kgroupd.coordinator").bind(shard=partition)
+
+    # --- availability ----------------------------------------------------------------------
+    def availability_error(self) -> ErrorCode:
+        if not self.owned:
+            return ErrorCode.NOT_COORDINATOR
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def _active(self) -> bool:
+        return self.owned and not self.loading
+
+    def now(self) -> int:
+        return self.timers.now_ms()
+
+    # --- groups ----------------------------------------------------------------------------
+    def _new_group(self, group_id: str) -> ClassicGroup:
+        group = ClassicGroup(group_id, self.now(), self.log)
+        self.groups[group_id] = group
+        return group
+
+    def _live_group(self, group_id: str, group: ClassicGroup) -> bool:
+        """True if ``group`` is still the shard's live object for ``group_id`` (timer guard)."""
+        return self._active() and self.groups.get(group_id) is group
+
+    # --- records ---------------------------------------------------------------------------
+    def _emit(self, record: Record, apply: bool) -> None:
+        """Hand a record to the sink; ``apply`` replays it on the live state too.
+
+        Group metadata records are not replayed live (Kafka's replayRecords=false for classic
+        groups): the live group already holds that state and its parked requests."""
+        if apply:
+            self.replay(record)
+        self.sink(record)
+
+    def replay(self, record: Record) -> None:
+        """Apply one record: used live for offsets/tombstones and for everything at load."""
+        if isinstance(record, OffsetCommitRecord):
+            if record.group_id not in self.groups:
+                # a simple group, created by its first commit
+                group = ClassicGroup(record.group_id, record.commit_timestamp_ms, self.log)
+                self.groups[record.group_id] = group
+            self.offsets.setdefault(record.group_id, {}).setdefault(record.topic, {})[
+                record.partition
+            ] = OffsetAndMetadata(
+                record.offset,
+                record.leader_epoch,
+                record.metadata,
+                record.commit_timestamp_ms,
+                record.expire_timestamp_ms,
+            )
+        elif isinstance(record, OffsetTombstoneRecord):
+            topics = self.offsets.get(record.group_id)
+            if topics is None:
+                return
+            parts = topics.get(record.topic)
+            if parts is not None:
+                parts.pop(record.partition, None)
+                if not parts:
+                    del topics[record.topic]
+            if not topics:
+                del self.offsets[record.group_id]
+        elif isinstance(record, GroupMetadataRecord):
+            self.groups[record.group_id] = ClassicGroup.from_record(record, self.log)
+        elif isinstance(record, GroupTombstoneRecord):
+            dead = self.groups.pop(record.group_id, None)
+            if dead is not None:
+                self._kill_group(dead, ErrorCode.COORDINATOR_NOT_AVAILABLE, "group deleted")
+        else:  # pragma: no cover
+            raise TypeError(f"unknown record {record!r}")
+
+    def _kill_group(self, group: ClassicGroup, error: ErrorCode, reason: str) -> None:
+        """Move to Dead, answer every parked request with ``error`` and drop its timers."""
+        group.transition_to(GroupState.DEAD, self.now(), reason)
+        self.timers.cancel(join_key(group.group_id))
+        self.timers.cancel(sync_key(group.group_id))
+        for member in list(group.members.values()):
+            self.timers.cancel(heartbeat_key(group.group_id, member.member_id))
+            group.complete_join(member, JoinGroupResult(error, member_id=member.member_id))
+            group.complete_sync(member, SyncGroupResult(error))
+        for pending in group.pending_join_members:
+            self.timers.cancel(pending_key(group.group_id, pending))
+
+    # --- members ---------------------------------------------------------------------------
+    def _reschedule_heartbeat(
+        self, group: ClassicGroup, member: Member, delay_ms: int | None = None
+    ) -> None:
+        gid, mid = group.group_id, member.member_id
+        delay = member.session_timeout_ms if delay_ms is None else delay_ms
+        self.timers.schedule(
+            heartbeat_key(gid, mid), delay, lambda: self._expire_heartbeat(gid, mid, group)
+        )
+
+    def _expire_heartbeat(self, group_id: str, member_id: str, group: ClassicGroup) -> None:
+        raise NotImplementedError
+
+    def _drop_member(self, group: ClassicGroup, member_id: str) -> Member | None:
+        """Remove a member, answering whatever it has parked (UNKNOWN_MEMBER_ID)."""
+        member = group.members.get(member_id)
+        if member is not None:
+            group.complete_join(member, JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=""))
+            group.complete_sync(member, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self.timers.cancel(heartbeat_key(group.group_id, member_id))
+        self.timers.cancel(pending_key(group.group_id, member_id))
+        return group.remove(member_id)

@@ -1,0 +1,227 @@
+"""OffsetCommit, OffsetFetch, OffsetDelete and KIP-211 offset retention."""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+
+from .commands import (
+    OffsetCommit,
+    OffsetCommitResult,
+    OffsetDelete,
+    OffsetDeleteResult,
+    OffsetFetch,
+    OffsetFetchPartition,
+    OffsetFetchResult,
+)
+from .core import OffsetAndMetadata, ShardCore
+from .group import ClassicGroup
+from .records import GroupTombstoneRecord, OffsetCommitRecord, OffsetTombstoneRecord
+from .state import GroupState
+
+__all__ = ["OffsetOps", "java_string_length"]
+
+
+def java_string_length(s: str) -> int:
+    """``String.length()``: UTF-16 code units (what offset.metadata.max.bytes is checked on)."""
+    return len(s.encode("utf-16-le")) // 2
+
+
+class OffsetOps(ShardCore):
+    # --- OffsetCommit ----------------------------------------------------------------------
+    def commit_offsets(self, cmd: OffsetCommit) -> OffsetCommitResult:
+        """OffsetCommit: one error per partition (group-level errors fill every partition)."""
+        error = self.availability_error()
+        group = self.groups.get(cmd.group_id)
+        if error is ErrorCode.NONE and group is None:
+            if cmd.generation_id < 0:
+                group = self._new_group(cmd.group_id)  # a "simple" group
+                group.log.info("simple group created by an offset commit")
+            else:
+                error = (
+                    ErrorCode.GROUP_ID_NOT_FOUND
+                    if cmd.group_id_not_found
+                    else ErrorCode.ILLEGAL_GENERATION
+                )
+        if error is ErrorCode.NONE:
+            assert group is not None
+            error = self._validate_commit(group, cmd)
+        if error is not ErrorCode.NONE:
+            return OffsetCommitResult(
+                tuple(
+                    (t.name, tuple((p.partition, error) for p in t.partitions)) for t in cmd.topics
+                )
+            )
+        assert group is not None
+        member = group.members.get(cmd.member_id)
+        if member is not None and group.state in (
+            GroupState.STABLE,
+            GroupState.PREPARING_REBALANCE,
+        ):
+            self._reschedule_heartbeat(group, member)
+        now = self.now()
+        expire = None if cmd.retention_time_ms == -1 else now + cmd.retention_time_ms
+        limit = self.config.offset_metadata_max_bytes
+        topics = []
+        for t in cmd.topics:
+            parts = []
+            for p in t.partitions:
+                metadata = p.metadata or ""
+                if java_string_length(metadata) > limit:
+                    parts.append((p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                self._emit(
+                    OffsetCommitRecord(
+                        cmd.group_id,
+                        t.name,
+                        p.partition,
+                        p.offset,
+                        p.leader_epoch,
+                        metadata,
+                        now,
+                        expire,
+                    ),
+                    apply=True,
+                )
+                parts.append((p.partition, ErrorCode.NONE))
+            topics.append((t.name, tuple(parts)))
+        return OffsetCommitResult(tuple(topics))
+
+    @staticmethod
+    def _validate_commit(group: ClassicGroup, cmd: OffsetCommit) -> ErrorCode:
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if cmd.generation_id < 0 and group.state is GroupState.EMPTY:
+            return ErrorCode.NONE
+        if cmd.generation_id >= 0 or cmd.member_id or cmd.group_instance_id is not None:
+            error = group.validate_member(cmd.member_id, cmd.group_instance_id)
+            if error is not ErrorCode.NONE:
+                return error
+            if cmd.generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif group.state is not GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    # --- OffsetFetch -----------------------------------------------------------------------
+    def fetch_offsets(self, cmd: OffsetFetch) -> OffsetFetchResult:
+        """OffsetFetch; unknown groups answer offset -1 per requested partition, error NONE."""
+        error = self.availability_error()
+        if error is not ErrorCode.NONE:
+            return OffsetFetchResult(error)
+        group = self.groups.get(cmd.group_id)
+        known = group is not None and group.state is not GroupState.DEAD
+        stored = self.offsets.get(cmd.group_id, {}) if known else {}
+        if cmd.topics is None:
+            return OffsetFetchResult(
+                ErrorCode.NONE,
+                tuple(
+                    (
+                        topic,
+                        tuple(self._fetched(p, parts[p]) for p in sorted(parts)),
+                    )
+                    for topic, parts in sorted(stored.items())
+                ),
+            )
+        out = []
+        for t in cmd.topics:
+            parts = stored.get(t.name, {})
+            out.append(
+                (
+                    t.name,
+                    tuple(
+                        self._fetched(p, parts[p]) if p in parts else OffsetFetchPartition(p, -1)
+                        for p in t.partitions
+                    ),
+                )
+            )
+        return OffsetFetchResult(ErrorCode.NONE, tuple(out))
+
+    @staticmethod
+    def _fetched(partition: int, o: OffsetAndMetadata) -> OffsetFetchPartition:
+        return OffsetFetchPartition(partition, o.offset, o.leader_epoch, o.metadata)
+
+    # --- OffsetDelete ----------------------------------------------------------------------
+    def delete_offsets(self, cmd: OffsetDelete) -> OffsetDeleteResult:
+        """OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for topics the group consumes."""
+        error = self.availability_error()
+        if error is not ErrorCode.NONE:
+            return OffsetDeleteResult(error)
+        group = self.groups.get(cmd.group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return OffsetDeleteResult(ErrorCode.GROUP_ID_NOT_FOUND)
+        if group.state is not GroupState.EMPTY and not group.uses_consumer_protocol():
+            return OffsetDeleteResult(ErrorCode.NON_EMPTY_GROUP)
+        out = []
+        for topic, partitions in cmd.topics:
+            if group.is_subscribed_to_topic(topic):
+                out.append(
+                    (topic, tuple((p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions))
+                )
+                continue
+            stored = self.offsets.get(cmd.group_id, {}).get(topic, {})
+            for p in partitions:
+                if p in stored:
+                    self._emit(OffsetTombstoneRecord(cmd.group_id, topic, p), apply=True)
+            out.append((topic, tuple((p, ErrorCode.NONE) for p in partitions)))
+        return OffsetDeleteResult(ErrorCode.NONE, tuple(out))
+
+    # --- retention (KIP-211) ---------------------------------------------------------------
+    def cleanup_group_metadata(self) -> int:
+        """Expire offsets and delete Empty groups left without offsets. Returns the number
+        of offsets removed. Runs every offsets.retention.check.interval.ms."""
+        removed = 0
+        for group_id in list(self.groups):
+            all_expired, n = self._cleanup_expired_offsets(group_id)
+            removed += n
+            group = self.groups.get(group_id)
+            if all_expired and group is not None and group.state is GroupState.EMPTY:
+                group.log.info("deleting Empty group with no offsets left")
+                self._emit(GroupTombstoneRecord(group_id), apply=True)
+        return removed
+
+    def _cleanup_expired_offsets(self, group_id: str) -> tuple[bool, int]:
+        topics = self.offsets.get(group_id)
+        if topics is None:
+            return True, 0
+        group = self.groups[group_id]
+        base = self._expiration_base(group)
+        if base is None:
+            return False, 0
+        now = self.now()
+        retention = self.config.offsets_retention_ms
+        all_expired = True
+        expired: list[tuple[str, int]] = []
+        for topic, parts in topics.items():
+            if group.is_subscribed_to_topic(topic):
+                all_expired = False
+                continue
+            for partition, o in parts.items():
+                if o.expire_timestamp_ms is not None:
+                    gone = now >= o.expire_timestamp_ms
+                else:
+                    start = group.state_timestamp_ms if base == "state" else o.commit_timestamp_ms
+                    gone = now - start >= retention
+                if gone:
+                    expired.append((topic, partition))
+                else:
+                    all_expired = False
+        for topic, partition in expired:
+            self._emit(OffsetTombstoneRecord(group_id, topic, partition), apply=True)
+        return all_expired, len(expired)
+
+    @staticmethod
+    def _expiration_base(group: ClassicGroup) -> str | None:
+        """'state': from when the group became Empty; 'commit': from each commit; None: keep."""
+        if group.protocol_type is None:
+            return "commit"  # simple group
+        if group.state is GroupState.EMPTY:
+            return "state"
+        if (
+            group.uses_consumer_protocol()
+            and group.subscribed_topics is not None
+            and group.state is GroupState.STABLE
+        ):
+            return "commit"
+        return None

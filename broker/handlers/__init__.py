@@ -1,0 +1,15 @@
+"""One module per API. Importing this package registers every handler."""
+
+from broker.handlers import (  # noqa: F401
+    admin,
+    api_versions,
+    fetch,
+    group_offsets,
+    groups,
+    metadata,
+    offsets_list,
+    produce,
+)
+from broker.handlers.registry import HANDLERS, RequestContext, handler, supported_versions
+
+__all__ = ["HANDLERS", "RequestContext", "handler", "supported_versions"]

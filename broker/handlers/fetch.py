@@ -1,0 +1,150 @@
+"""Fetch v4-v11.
+
+v4 adds isolation level, last stable offset and aborted transactions; v5 log start offset;
+v7 fetch sessions (we answer session id 0: sessionless, which every client accepts); v9 the
+current leader epoch; v11 rack id and preferred read replica. Long polling: a fetch that has
+fewer than min_bytes waits up to max_wait_ms, woken by any produce to its partitions.
+Whole batches are returned; the first batch found is returned even when it is larger than
+the limits, so large batches always make progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from broker.handlers.registry import Fields, RequestContext, handler
+from broker.log.partition import PartitionLog
+from protocol.errors import ErrorCode
+
+LEADER_EPOCH = 0
+
+
+def check_leader_epoch(current: int | None) -> ErrorCode:
+    if current is None or current < 0:
+        return ErrorCode.NONE
+    if current > LEADER_EPOCH:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    if current < LEADER_EPOCH:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.NONE
+
+
+def _part(index: int, code: ErrorCode, log: PartitionLog | None, records: bytes) -> Fields:
+    hw = log.high_watermark if log is not None else -1
+    return {
+        "partition": index,
+        "partition_index": index,
+        "error_code": int(code),
+        "highwater_offset": hw,
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": log.log_start_offset if log is not None else -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "message_set": records,
+        "records": records,
+    }
+
+
+class FetchPlan:
+    def __init__(self, ctx: RequestContext, req: Fields) -> None:
+        self.ctx = ctx
+        self.max_bytes = req.get("max_bytes", 0x7FFFFFFF)
+        self.items: list[tuple[str, list[tuple[int, int, int, int | None]]]] = []
+        for t in req["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                offset = p["fetch_offset"] if "fetch_offset" in p else p["offset"]
+                parts.append(
+                    (p["partition"], offset, p["max_bytes"], p.get("current_leader_epoch"))
+                )
+            self.items.append((t["topic"], parts))
+
+    def run(self) -> tuple[list[Fields], int, bool]:
+        """Read once: (topic responses, bytes returned, whether any partition errored)."""
+        topics_mgr = self.ctx.broker.topics
+        remaining = self.max_bytes
+        total = 0
+        errored = False
+        out = []
+        for name, parts in self.items:
+            entries = []
+            for index, offset, part_max, epoch in parts:
+                log = topics_mgr.partition(name, index)
+                code = ErrorCode.NONE
+                records = b""
+                if log is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    code = check_leader_epoch(epoch)
+                    if code == ErrorCode.NONE and not (
+                        log.log_start_offset <= offset <= log.high_watermark
+                    ):
+                        code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    if code == ErrorCode.NONE and offset < log.high_watermark:
+                        limit = min(part_max, remaining)
+                        records, size = log.read(offset, limit, at_least_one=total == 0)
+                        total += size
+                        remaining = max(0, remaining - size)
+                if code:
+                    errored = True
+                entries.append(_part(index, code, log, records))
+            out.append({"topics": name, "topic": name, "partitions": entries})
+        return out, total, errored
+
+    def logs(self) -> list[PartitionLog]:
+        found = []
+        topics_mgr = self.ctx.broker.topics
+        for name, parts in self.items:
+            for index, *_ in parts:
+                log = topics_mgr.partition(name, index)
+                if log is not None:
+                    found.append(log)
+        return found
+
+
+def _response(topics: list[Fields], code: ErrorCode = ErrorCode.NONE) -> Fields:
+    return {"error_code": int(code), "session_id": 0, "topics": topics, "responses": topics}
+
+
+@handler(1, 4, 11)
+def handle_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
+    session_id = req.get("session_id", 0)
+    if session_id:
+        # We never hand out sessions, so any non-zero id is one we do not know.
+        return _response([], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    plan = FetchPlan(ctx, req)
+    topics, total, errored = plan.run()
+    max_wait = req["max_wait_time"]
+    if errored or total >= req["min_bytes"] or max_wait <= 0:
+        return _response(topics)
+    return _long_poll(plan, req["min_bytes"], max_wait / 1000.0)
+
+
+async def _long_poll(plan: FetchPlan, min_bytes: int, max_wait_s: float) -> Fields:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait_s
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        logs = plan.logs()
+        futures = [log.wait_for_data() for log in logs]
+        try:
+            if futures:
+                await asyncio.wait(futures, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(remaining)
+        finally:
+            for log, fut in zip(logs, futures, strict=True):
+                if not fut.done():
+                    fut.cancel()
+                    with contextlib.suppress(ValueError):
+                        log.waiters.remove(fut)
+        topics, total, errored = plan.run()
+        if errored or total >= min_bytes:
+            return _response(topics)
+    topics, _, _ = plan.run()
+    return _response(topics)

@@ -1,0 +1,165 @@
+"""Produce v3-v8 and InitProducerId v0-v1.
+
+Produce v3 is the first magic-2 version; v5 adds log_start_offset, v8 record errors and an
+error message per partition. Batches stay bytes: the header and CRC-32C are checked, the base
+offset (and partition leader epoch) rewritten, and LogAppendTime topics get their timestamp
+fields and CRC rewritten. Idempotent batches are de-duplicated over the last five per
+(producer, partition). acks=0 gets no response at all.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from broker.handlers.registry import Fields, RequestContext, handler
+from broker.log.partition import now_ms
+from broker.log.topics import Topic
+from protocol.errors import ErrorCode
+from protocol.records import (
+    CorruptBatch,
+    InvalidBatch,
+    check_crc,
+    split_batches,
+    stamp_log_append_time,
+)
+
+_OFFSET_AND_EPOCH = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
+
+
+def _part(
+    index: int,
+    code: ErrorCode,
+    offset: int = -1,
+    timestamp: int = -1,
+    log_start: int = -1,
+    message: str | None = None,
+) -> Fields:
+    return {
+        "partition": index,
+        "index": index,
+        "error_code": int(code),
+        "offset": offset,
+        "base_offset": offset,
+        "timestamp": timestamp,
+        "log_append_time_ms": timestamp,
+        "log_start_offset": log_start,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def append_partition(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -> Fields:
+    if not 0 <= index < len(topic.partitions):
+        return _part(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    log = topic.partitions[index]
+    if not data:
+        return _part(index, ErrorCode.INVALID_RECORD, message="empty record set")
+    limit = min(int(topic.config("max.message.bytes")), ctx.broker.config.message_max_bytes)
+    if len(data) > limit:
+        return _part(
+            index,
+            ErrorCode.MESSAGE_TOO_LARGE,
+            message=f"record batch of {len(data)} bytes is larger than {limit}",
+        )
+    try:
+        batches = split_batches(data)
+        if len(batches) != 1:
+            return _part(
+                index,
+                ErrorCode.INVALID_RECORD,
+                message="Produce requests with version 3 and above must have exactly "
+                "one record batch per partition",
+            )
+        _, header = batches[0]
+        check_crc(data, 0, header)
+    except CorruptBatch as exc:
+        ctx.log.warning("corrupt_batch", topic=topic.name, partition=index, error=str(exc))
+        return _part(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+    except InvalidBatch as exc:
+        return _part(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+    if header.is_transactional:
+        return _part(
+            index,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            message="transactions are not supported by kgroupd",
+        )
+    producers = ctx.broker.producers
+    idempotent = header.producer_id >= 0
+    if idempotent:
+        code, duplicate = producers.check(
+            header.producer_id,
+            header.producer_epoch,
+            topic.name,
+            index,
+            header.base_sequence,
+            header.last_sequence,
+        )
+        if code:
+            return _part(index, code, log_start=log.log_start_offset)
+        if duplicate is not None:
+            return _part(index, ErrorCode.NONE, duplicate, -1, log.log_start_offset)
+    now = now_ms()
+    batch = bytearray(data)
+    _OFFSET_AND_EPOCH.pack_into(batch, 0, log.high_watermark)
+    _LEADER_EPOCH.pack_into(batch, 12, 0)
+    append_time = -1
+    if topic.log_append_time:
+        stamp_log_append_time(batch, now)
+        header.max_timestamp = now
+        append_time = now
+    base = log.append(bytes(batch), header, now)
+    if idempotent:
+        producers.record(
+            header.producer_id,
+            header.producer_epoch,
+            topic.name,
+            index,
+            header.base_sequence,
+            header.last_sequence,
+            base,
+        )
+    return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
+
+
+@handler(0, 3, 8)
+def handle_produce(ctx: RequestContext, req: Fields) -> Fields | None:
+    acks = req["required_acks"]
+    topics_mgr = ctx.broker.topics
+    out = []
+    for t in req["topics"]:
+        name = t["topic"]
+        topic = topics_mgr.get(name)
+        parts = []
+        for p in t["partitions"]:
+            index = p["partition"]
+            if acks not in (0, 1, -1):
+                parts.append(_part(index, ErrorCode.INVALID_REQUIRED_ACKS))
+            elif req.get("transactional_id") is not None:
+                parts.append(
+                    _part(
+                        index,
+                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        message="transactions are not supported by kgroupd",
+                    )
+                )
+            elif topic is None:
+                parts.append(_part(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                parts.append(append_partition(ctx, topic, index, p["messages"]))
+        out.append({"topic": name, "name": name, "partitions": parts, "partition_responses": parts})
+    if acks == 0:
+        return None
+    return {"topics": out, "responses": out}
+
+
+@handler(22, 0, 1)
+def handle_init_producer_id(ctx: RequestContext, req: Fields) -> Fields:
+    if req.get("transactional_id") is not None:
+        ctx.log.warning("transactions_unsupported", transactional_id=req["transactional_id"])
+        return {
+            "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    return {"error_code": 0, "producer_id": ctx.broker.producers.allocate(), "producer_epoch": 0}

@@ -1,0 +1,62 @@
+"""The handler registry: which API versions the broker serves, and the function for each.
+
+ApiVersions is answered from this table, so what is advertised is what is implemented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol.messages import lookup
+
+if TYPE_CHECKING:
+    from broker.state import Broker
+
+Fields = dict[str, Any]
+# A handler answers with the response fields (one dict shape for every version: fields a
+# version lacks are ignored), an awaitable of them when it must wait, or None for no answer.
+Reply = Fields | Awaitable[Fields] | None
+HandlerFn = Callable[["RequestContext", Fields], Reply]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    log: structlog.stdlib.BoundLogger
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerEntry:
+    api_key: int
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+
+
+HANDLERS: dict[int, HandlerEntry] = {}
+
+
+def handler(api_key: int, min_version: int, max_version: int) -> Callable[[HandlerFn], HandlerFn]:
+    def register(fn: HandlerFn) -> HandlerFn:
+        if api_key in HANDLERS:
+            raise RuntimeError(f"two handlers for api key {api_key}")
+        for v in range(min_version, max_version + 1):
+            if lookup(api_key, v) is None:
+                raise RuntimeError(f"api key {api_key} v{v} has no message definition")
+        HANDLERS[api_key] = HandlerEntry(api_key, min_version, max_version, fn)
+        return fn
+
+    return register
+
+
+def supported_versions() -> list[tuple[int, int, int]]:
+    return sorted((e.api_key, e.min_version, e.max_version) for e in HANDLERS.values())

@@ -1,0 +1,121 @@
+"""An in-memory partition log: record batches as bytes, indexed by base offset."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from dataclasses import dataclass, field
+
+from protocol.records import BatchHeader
+
+
+@dataclass(slots=True)
+class StoredBatch:
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    append_time_ms: int
+    data: bytes
+
+
+@dataclass
+class PartitionLog:
+    topic: str
+    partition: int
+    batches: list[StoredBatch] = field(default_factory=list)
+    _bases: list[int] = field(default_factory=list)
+    log_start_offset: int = 0
+    high_watermark: int = 0
+    size_bytes: int = 0
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def append(self, batch: bytes, header: BatchHeader, now_ms: int) -> int:
+        """Store ``batch`` (already carrying its base offset); returns that offset."""
+        base = self.high_watermark
+        last = base + header.last_offset_delta
+        self.batches.append(StoredBatch(base, last, header.max_timestamp, now_ms, batch))
+        self._bases.append(base)
+        self.high_watermark = last + 1
+        self.size_bytes += len(batch)
+        self._wake()
+        return base
+
+    def _wake(self) -> None:
+        if self.waiters:
+            waiters, self.waiters = self.waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def find(self, offset: int) -> int:
+        """Index of the batch holding ``offset`` (or the first after it); len() if none."""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i < 0:
+            return 0
+        if self.batches[i].last_offset < offset:
+            return i + 1
+        return i
+
+    def read(self, offset: int, max_bytes: int, at_least_one: bool) -> tuple[bytes, int]:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes``.
+
+        With ``at_least_one`` the first batch is returned even when it alone is larger,
+        so a consumer always makes progress. Returns the bytes and how many there are.
+        """
+        i = self.find(offset)
+        parts: list[bytes] = []
+        total = 0
+        batches = self.batches
+        while i < len(batches):
+            data = batches[i].data
+            if total + len(data) > max_bytes and (parts or not at_least_one):
+                break
+            parts.append(data)
+            total += len(data)
+            i += 1
+        return b"".join(parts), total
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """First batch whose max timestamp reaches ``timestamp``: (base offset, batch index)."""
+        for i in range(self.find(self.log_start_offset), len(self.batches)):
+            b = self.batches[i]
+            if b.max_timestamp >= timestamp:
+                return b.base_offset, i
+        return None
+
+    def max_timestamp_batch(self) -> StoredBatch | None:
+        best: StoredBatch | None = None
+        for b in self.batches:
+            if best is None or b.max_timestamp > best.max_timestamp:
+                best = b
+        return best
+
+    def apply_retention(self, retention_ms: int, retention_bytes: int, now_ms: int) -> int:
+        """Drop whole batches from the head; returns how many were dropped.
+
+        The newest batch always stays, as Kafka keeps the active segment.
+        """
+        dropped = 0
+        while len(self.batches) > 1:
+            head = self.batches[0]
+            # Kafka ages a segment by the largest record timestamp in it.
+            too_old = retention_ms >= 0 and now_ms - head.max_timestamp > retention_ms
+            too_big = retention_bytes >= 0 and self.size_bytes > retention_bytes
+            if not (too_old or too_big):
+                break
+            self.batches.pop(0)
+            self._bases.pop(0)
+            self.size_bytes -= len(head.data)
+            self.log_start_offset = self.batches[0].base_offset
+            dropped += 1
+        return dropped
+
+    def wait_for_data(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        return fut
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

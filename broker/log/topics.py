@@ -1,0 +1,177 @@
+"""Topics: names, partitions, per-topic configs (Kafka's names and defaults) and retention."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from broker.log.partition import PartitionLog
+from protocol.errors import ErrorCode
+
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    default: str
+    kind: str  # "long", "int" or "enum"
+    choices: tuple[str, ...] = ()
+
+
+# The topic configs kgroupd understands, with Kafka's defaults.
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    "cleanup.policy": ConfigDef(
+        "delete", "enum", ("delete", "compact", "compact,delete", "delete,compact")
+    ),
+    "retention.ms": ConfigDef("604800000", "long"),
+    "retention.bytes": ConfigDef("-1", "long"),
+    "segment.bytes": ConfigDef("1073741824", "int"),
+    "segment.ms": ConfigDef("604800000", "long"),
+    "max.message.bytes": ConfigDef("1048588", "int"),
+    "message.timestamp.type": ConfigDef("CreateTime", "enum", ("CreateTime", "LogAppendTime")),
+    "min.insync.replicas": ConfigDef("1", "int"),
+    "compression.type": ConfigDef(
+        "producer", "enum", ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+    ),
+}
+
+
+class TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is longer than {MAX_TOPIC_NAME} characters",
+        )
+    if not _LEGAL.match(name):
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in configs.items():
+        spec = TOPIC_CONFIGS.get(key)
+        if spec is None:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        if value is None:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value for topic config {key}")
+        if spec.kind in ("long", "int"):
+            try:
+                int(value)
+            except ValueError:
+                raise TopicError(
+                    ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}"
+                ) from None
+        elif spec.kind == "enum":
+            allowed = spec.choices
+            if value.replace(" ", "") not in allowed:
+                raise TopicError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Invalid value {value} for configuration {key}: "
+                    f"must be one of {list(allowed)}",
+                )
+        out[key] = value
+    return out
+
+
+@dataclass
+class Topic:
+    name: str
+    partitions: list[PartitionLog]
+    configs: dict[str, str] = field(default_factory=dict)
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    def config(self, key: str) -> str:
+        return self.configs.get(key, TOPIC_CONFIGS[key].default)
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.config("message.timestamp.type") == "LogAppendTime"
+
+    def add_partitions(self, total: int) -> None:
+        for i in range(len(self.partitions), total):
+            self.partitions.append(PartitionLog(self.name, i))
+
+
+class TopicManager:
+    def __init__(self) -> None:
+        self.topics: dict[str, Topic] = {}
+        # Bumped on every create/delete/partition change, for metadata caches.
+        self.version = 0
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def partition(self, name: str, index: int) -> PartitionLog | None:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    def check_create(
+        self, name: str, partitions: int, replication: int, configs: dict[str, str | None]
+    ) -> dict[str, str]:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if partitions <= 0 and partitions != -1:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+        if replication <= 0 and replication != -1:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0.",
+            )
+        if replication > 1:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication} time(s): "
+                "The target replication factor of "
+                f"{replication} cannot be reached because only 1 broker(s) are registered.",
+            )
+        return validate_configs(configs)
+
+    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        topic = Topic(name, [], dict(configs or {}))
+        topic.add_partitions(partitions)
+        self.topics[name] = topic
+        self.version += 1
+        return topic
+
+    def delete(self, name: str) -> Topic | None:
+        topic = self.topics.pop(name, None)
+        if topic is not None:
+            self.version += 1
+            for log in topic.partitions:
+                log._wake()
+        return topic
+
+    def add_partitions(self, name: str, total: int) -> None:
+        self.topics[name].add_partitions(total)
+        self.version += 1
+
+    def apply_retention(self, now_ms: int) -> int:
+        dropped = 0
+        for topic in self.topics.values():
+            retention_ms = int(topic.config("retention.ms"))
+            retention_bytes = int(topic.config("retention.bytes"))
+            for log in topic.partitions:
+                dropped += log.apply_retention(retention_ms, retention_bytes, now_ms)
+        return dropped

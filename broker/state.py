@@ -1,0 +1,62 @@
+"""The broker's shared state: config, topics, producers; what every handler reaches."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.coordinator import CoordinatorConfig, GroupCoordinator, Timers
+from broker.log.producers import ProducerStateManager
+from broker.log.topics import TopicManager
+
+
+def new_cluster_id() -> str:
+    # Kafka's cluster ids are a random UUID in URL-safe base64 without padding.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id = config.cluster_id or new_cluster_id()
+        self.topics = TopicManager()
+        self.producers = ProducerStateManager()
+        # Set by the server once an event loop runs (its timers live on the loop).
+        self.coordinator: GroupCoordinator = None  # type: ignore[assignment]
+        self.advertised_host = config.advertised_host or config.host
+        self.advertised_port = config.advertised_port or config.port
+        # Caches keyed by (topics version, request shape); cleared when topics change.
+        self.cache: dict[Any, bytes] = {}
+        self._cache_version = -1
+        for spec in config.create_topics:
+            if self.topics.get(spec.name) is None:
+                self.topics.check_create(spec.name, spec.partitions, 1, {})
+                self.topics.create(spec.name, spec.partitions)
+
+    def start_coordinator(self, timers: Timers) -> None:
+        c = self.config
+        self.coordinator = GroupCoordinator(
+            CoordinatorConfig(
+                offsets_partitions=c.offsets_partitions,
+                initial_rebalance_delay_ms=c.initial_rebalance_delay_ms,
+                group_min_session_timeout_ms=c.group_min_session_timeout_ms,
+                group_max_session_timeout_ms=c.group_max_session_timeout_ms,
+                group_max_size=c.group_max_size,
+                offsets_retention_minutes=c.offsets_retention_minutes,
+                offset_metadata_max_bytes=c.offset_metadata_max_bytes,
+            ),
+            timers,
+            self.node_id,
+        )
+
+    def bound(self, port: int) -> None:
+        self.advertised_host, self.advertised_port = self.config.advertised(port)
+
+    def cached(self, key: Any) -> bytes | None:
+        if self._cache_version != self.topics.version:
+            self.cache.clear()
+            self._cache_version = self.topics.version
+        return self.cache.get(key)

@@ -1,0 +1,150 @@
+"""Sans-IO Kafka framing: int32 size-prefixed frames, request headers v1/v2, response headers.
+
+Nothing here touches sockets or asyncio: bytes go in, frames and headers come out.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+_INT32 = struct.Struct(">i")
+_HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_INT16 = struct.Struct(">h")
+
+
+class FrameError(Exception):
+    """The byte stream cannot be framed: the connection must be closed."""
+
+
+class FrameTooLarge(FrameError):
+    """A size prefix above the configured maximum, rejected before buffering."""
+
+
+class MalformedHeader(FrameError):
+    """A frame too short or inconsistent to hold a request header."""
+
+
+class FrameDecoder:
+    """Splits a byte stream into complete frames (the bytes after each size prefix).
+
+    A frame whose announced size is negative or above ``max_frame_bytes`` raises before
+    any of it is buffered, so a hostile size cannot make us allocate.
+    """
+
+    __slots__ = ("_buf", "_max", "_need", "error")
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._buf = bytearray()
+        self._max = max_frame_bytes
+        self._need = -1  # size of the frame being collected, -1 while reading a prefix
+        # Set once the stream cannot be framed any further; frames before it are still good.
+        self.error: FrameError | None = None
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Complete frames so far. After a bad size prefix, ``error`` is set and the frames
+        that came before it are still returned; nothing after it is."""
+        if self.error is not None:
+            return []
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        pos = 0
+        end = len(buf)
+        while True:
+            if self._need < 0:
+                if end - pos < 4:
+                    break
+                (size,) = _INT32.unpack_from(buf, pos)
+                if size < 0:
+                    self.error = FrameError(f"negative frame size {size}")
+                elif size > self._max:
+                    self.error = FrameTooLarge(
+                        f"frame of {size} bytes exceeds the limit of {self._max}"
+                    )
+                if self.error is not None:
+                    buf.clear()
+                    return frames
+                self._need = size
+                pos += 4
+            if end - pos < self._need:
+                break
+            frames.append(bytes(buf[pos : pos + self._need]))
+            pos += self._need
+            self._need = -1
+        if pos:
+            del buf[:pos]
+        return frames
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+
+def peek_api(frame: bytes) -> tuple[int, int, int]:
+    """api_key, api_version and correlation_id: the part common to every header version."""
+    if len(frame) < 8:
+        raise MalformedHeader(f"frame of {len(frame)} bytes is too short for a request header")
+    return _HEADER_FIXED.unpack_from(frame, 0)
+
+
+def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
+    """Decode request header v1 (``flexible`` False) or v2 (tagged fields after client id)."""
+    api_key, api_version, correlation_id = peek_api(frame)
+    pos = 8
+    if len(frame) < pos + 2:
+        raise MalformedHeader("request header ends before its client id")
+    (n,) = _INT16.unpack_from(frame, pos)
+    pos += 2
+    client_id: str | None
+    if n < 0:
+        client_id = None
+    else:
+        if len(frame) < pos + n:
+            raise MalformedHeader("client id runs past the end of the frame")
+        try:
+            client_id = frame[pos : pos + n].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedHeader("client id is not UTF-8") from exc
+        pos += n
+    if flexible:
+        count, pos = read_uvarint(frame, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
+            pos += size
+        if pos > len(frame):
+            raise MalformedHeader("tagged fields run past the end of the frame")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise MalformedHeader("varint runs past the end of the frame")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedHeader("varint longer than 5 bytes")
+
+
+def encode_response(correlation_id: int, body: bytes, header_v1: bool) -> bytes:
+    """A size-prefixed response frame: header v0 (correlation id) or v1 (plus empty tags)."""
+    if header_v1:
+        return _INT32.pack(len(body) + 5) + _INT32.pack(correlation_id) + b"\x00" + body
+    return _INT32.pack(len(body) + 4) + _INT32.pack(correlation_id) + body

@@ -1,0 +1,104 @@
+"""Magic-2 record batches as bytes: header parsing, CRC-32C, base offset and timestamp rewrites.
+
+Batches stay bytes end to end; only the fields outside the records are read or rewritten.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+HEADER_SIZE = 61
+_BASE_OFFSET = struct.Struct(">q")
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_ATTRS_TO_MAX_TS = struct.Struct(">hiqq")  # attributes .. maxTimestamp, at offset 21
+_CRC = struct.Struct(">I")
+
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+COMPRESSION_MASK = 0x07
+
+
+class InvalidBatch(Exception):
+    """The bytes are not one well-formed magic-2 batch."""
+
+
+class CorruptBatch(InvalidBatch):
+    """The stored CRC-32C does not match the batch."""
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    base_offset: int
+    length: int  # whole batch including the 12 bytes of offset and length
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.base_sequence + self.last_offset_delta
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+
+def parse_header(data: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    if len(data) - pos < HEADER_SIZE:
+        raise InvalidBatch(f"batch of {len(data) - pos} bytes is shorter than its header")
+    f = _HEADER.unpack_from(data, pos)
+    return BatchHeader(f[0], f[1] + 12, *f[2:])
+
+
+def split_batches(data: bytes) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of every batch in a record set, validating sizes and magic."""
+    out: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    end = len(data)
+    while pos < end:
+        header = parse_header(data, pos)
+        if header.magic != 2:
+            raise InvalidBatch(f"record batch magic {header.magic} is not supported (need 2)")
+        if header.length < HEADER_SIZE or pos + header.length > end:
+            raise InvalidBatch("record batch length does not match the record set")
+        if header.record_count < 0 or header.last_offset_delta < 0:
+            raise InvalidBatch("negative record count or offset delta")
+        out.append((pos, header))
+        pos += header.length
+    return out
+
+
+def check_crc(data: bytes, pos: int, header: BatchHeader) -> None:
+    actual = crc32c(memoryview(data)[pos + 21 : pos + header.length])
+    if actual != header.crc:
+        raise CorruptBatch(f"CRC-32C mismatch: stored {header.crc:#010x}, computed {actual:#010x}")
+
+
+def with_base_offset(batch: bytes | bytearray, base_offset: int) -> bytearray:
+    """The batch with its base offset set (the field lies outside the CRC)."""
+    out = bytearray(batch)
+    _BASE_OFFSET.pack_into(out, 0, base_offset)
+    return out
+
+
+def stamp_log_append_time(batch: bytearray, now_ms: int) -> None:
+    """Mark the batch LogAppendTime with max timestamp ``now_ms`` and recompute its CRC."""
+    attributes, last_delta, base_ts, _ = _ATTRS_TO_MAX_TS.unpack_from(batch, 21)
+    _ATTRS_TO_MAX_TS.pack_into(
+        batch, 21, attributes | TIMESTAMP_TYPE_BIT, last_delta, base_ts, now_ms
+    )
+    _CRC.pack_into(batch, 17, crc32c(memoryview(batch)[21:]))

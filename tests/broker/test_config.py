@@ -1,0 +1,75 @@
+import pytest
+
+from broker.config import BrokerConfig, ConfigError, TopicSpec, load_config
+
+
+def test_defaults_are_kafkas() -> None:
+    c = load_config([], {})
+    assert c == BrokerConfig()
+    assert (c.host, c.port, c.message_max_bytes, c.offsets_partitions) == (
+        "127.0.0.1",
+        9092,
+        1048588,
+        50,
+    )
+    assert c.initial_rebalance_delay_ms == 3000
+    assert c.group_max_size is None
+
+
+def test_flag_beats_environment_which_beats_default() -> None:
+    env = {"KGROUPD_PORT": "9999", "KGROUPD_NODE_ID": "3"}
+    c = load_config(["--port", "1234"], env)
+    assert c.port == 1234  # flag
+    assert c.node_id == 3  # environment
+    assert c.offsets_partitions == 50  # default
+
+
+def test_boolean_and_repeatable_flags() -> None:
+    c = load_config(["--no-auto-create-topics", "--create-topic", "a:3", "--create-topic", "b:1"])
+    assert c.auto_create_topics is False
+    assert c.create_topics == (TopicSpec("a", 3), TopicSpec("b", 1))
+    env = {"KGROUPD_AUTO_CREATE_TOPICS": "false", "KGROUPD_CREATE_TOPIC": "x:2, y:4"}
+    c = load_config([], env)
+    assert c.auto_create_topics is False
+    assert c.create_topics == (TopicSpec("x", 2), TopicSpec("y", 4))
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"KGROUPD_AUTO_CREATE_TOPICS": "yes"}, "KGROUPD_AUTO_CREATE_TOPICS"),
+        ({"KGROUPD_PORT": "http"}, "KGROUPD_PORT"),
+        ({"KGROUPD_PORT": "70000"}, "KGROUPD_PORT"),
+        ({"KGROUPD_CREATE_TOPIC": "nopartitions"}, "KGROUPD_CREATE_TOPIC"),
+        ({"KGROUPD_LOG_FORMAT": "xml"}, "--log-format"),
+        ({"KGROUPD_DATA_DIR": "/tmp/x"}, "not supported yet"),
+        (
+            {"KGROUPD_GROUP_MIN_SESSION_TIMEOUT_MS": "10", "KGROUPD_GROUP_MAX_SESSION_TIMEOUT_MS": "5"},
+            "min-session",
+        ),
+    ],
+)
+def test_bad_environment_values_are_config_errors(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config([], env)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--port", "-1"], ["--default-partitions", "0"], ["--create-topic", "t:0"], ["--bogus"]],
+)
+def test_bad_flags_exit_with_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        load_config(argv, {})
+    assert exc.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_advertised_address() -> None:
+    assert BrokerConfig().advertised(5555) == ("127.0.0.1", 5555)
+    assert BrokerConfig(advertised_host="kgroupd", advertised_port=1).advertised(5555) == (
+        "kgroupd",
+        1,
+    )
+    host, _ = BrokerConfig(host="0.0.0.0").advertised(1)
+    assert host not in ("0.0.0.0", "")
