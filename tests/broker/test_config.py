@@ -44,7 +44,10 @@ def test_boolean_and_repeatable_flags() -> None:
         ({"KGROUPD_LOG_FORMAT": "xml"}, "--log-format"),
         ({"KGROUPD_DATA_DIR": "/tmp/x"}, "not supported yet"),
         (
-            {"KGROUPD_GROUP_MIN_SESSION_TIMEOUT_MS": "10", "KGROUPD_GROUP_MAX_SESSION_TIMEOUT_MS": "5"},
+            {
+                "KGROUPD_GROUP_MIN_SESSION_TIMEOUT_MS": "10",
+                "KGROUPD_GROUP_MAX_SESSION_TIMEOUT_MS": "5",
+            },
             "min-session",
         ),
     ],
@@ -58,7 +61,9 @@ def test_bad_environment_values_are_config_errors(env: dict[str, str], message: 
     "argv",
     [["--port", "-1"], ["--default-partitions", "0"], ["--create-topic", "t:0"], ["--bogus"]],
 )
-def test_bad_flags_exit_with_usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_exit_with_usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
         load_config(argv, {})
     assert exc.value.code == 2
