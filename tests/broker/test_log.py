@@ -1,0 +1,155 @@
+"""Partition logs and topics: append, find by offset, read limits, retention."""
+
+from __future__ import annotations
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from broker.log.partition import PartitionLog
+from broker.log.topics import TopicError, TopicManager, validate_configs, validate_topic_name
+from protocol.errors import ErrorCode
+from protocol.records import (
+    CorruptBatch,
+    check_crc,
+    parse_header,
+    split_batches,
+    with_base_offset,
+)
+
+
+def batch(n: int, ts: int = 1000, value: bytes = b"v") -> bytes:
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i in range(n):
+        b.append(i, timestamp=ts + i, key=None, value=value, headers=[])
+    return bytes(b.build())
+
+
+def filled(*sizes: int, ts: int = 1000) -> PartitionLog:
+    log = PartitionLog("t", 0)
+    for n in sizes:
+        # As the produce path does: the stored batch carries its base offset.
+        data = bytes(with_base_offset(batch(n, ts), log.high_watermark))
+        log.append(data, parse_header(data), now_ms=ts)
+    return log
+
+
+def test_offsets_are_assigned_per_record_and_found_by_any_offset_in_a_batch() -> None:
+    log = filled(3, 1, 5)
+    assert [b.base_offset for b in log.batches] == [0, 3, 4]
+    assert log.high_watermark == 9
+    assert log.find(0) == 0
+    assert log.find(2) == 0
+    assert log.find(3) == 1
+    assert log.find(8) == 2
+    assert log.find(9) == 3  # at the end: nothing to read
+
+
+def test_read_respects_max_bytes_but_returns_at_least_one_batch() -> None:
+    log = filled(3, 3, 3)
+    size = len(log.batches[0].data)
+    data, n = log.read(0, size * 2, at_least_one=True)
+    assert n == size * 2 and len(split_batches(data)) == 2
+    data, n = log.read(0, 1, at_least_one=True)
+    assert n == size  # larger than the limit, returned anyway
+    data, n = log.read(0, 1, at_least_one=False)
+    assert (data, n) == (b"", 0)
+    data, _ = log.read(4, 10**6, at_least_one=True)
+    assert parse_header(data).base_offset == 3  # whole batch holding offset 4
+
+
+def test_retention_by_bytes_drops_whole_batches_from_the_head_and_keeps_the_newest() -> None:
+    log = filled(2, 2, 2, 2)
+    one = len(log.batches[0].data)
+    assert log.apply_retention(-1, one * 2, now_ms=2000) == 2
+    assert log.log_start_offset == 4
+    assert log.apply_retention(-1, 0, now_ms=2000) == 1
+    assert len(log.batches) == 1  # the newest batch always stays
+    assert log.high_watermark == 8
+
+
+def test_retention_by_time_uses_the_largest_timestamp_of_a_batch() -> None:
+    log = PartitionLog("t", 0)
+    for ts in (1000, 5000, 9000):
+        data = batch(1, ts)
+        log.append(data, parse_header(data), now_ms=ts)
+    assert log.apply_retention(6000, -1, now_ms=10000) == 1  # only 1000 is over 6 s old
+    assert log.log_start_offset == 1
+    assert log.apply_retention(-1, -1, now_ms=10**9) == 0  # -1: unlimited
+
+
+def test_topic_retention_config_is_applied() -> None:
+    topics = TopicManager()
+    topics.create("r", 1, {"retention.bytes": "0"})
+    log = topics.partition("r", 0)
+    assert log is not None
+    for _ in range(3):
+        data = batch(1)
+        log.append(data, parse_header(data), now_ms=1000)
+    assert topics.apply_retention(now_ms=1000) == 2
+    assert log.log_start_offset == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("a.b_c-D9", True),
+        ("", False),
+        (".", False),
+        ("..", False),
+        ("x" * 249, True),
+        ("x" * 250, False),
+        ("sp ace", False),
+        ("ü", False),
+    ],
+)
+def test_topic_names(name: str, ok: bool) -> None:
+    if ok:
+        validate_topic_name(name)
+    else:
+        with pytest.raises(TopicError) as exc:
+            validate_topic_name(name)
+        assert exc.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_topic_configs_are_validated_with_kafkas_names() -> None:
+    assert validate_configs({"retention.ms": "1", "cleanup.policy": "compact, delete"})
+    for bad in (
+        {"retention.ms": "soon"},
+        {"no.such.config": "1"},
+        {"message.timestamp.type": "Now"},
+        {"retention.bytes": None},
+    ):
+        with pytest.raises(TopicError) as exc:
+            validate_configs(bad)  # type: ignore[arg-type]
+        assert exc.value.code == ErrorCode.INVALID_CONFIG
+
+
+def test_create_checks() -> None:
+    topics = TopicManager()
+    topics.create("x", 1)
+    cases = [
+        ("x", 1, 1, ErrorCode.TOPIC_ALREADY_EXISTS),
+        ("y", 0, 1, ErrorCode.INVALID_PARTITIONS),
+        ("y", 1, 0, ErrorCode.INVALID_REPLICATION_FACTOR),
+        ("y", 1, 3, ErrorCode.INVALID_REPLICATION_FACTOR),
+    ]
+    for name, parts, repl, code in cases:
+        with pytest.raises(TopicError) as exc:
+            topics.check_create(name, parts, repl, {})
+        assert exc.value.code == code
+
+
+def test_crc_check_detects_a_flipped_byte() -> None:
+    data = bytearray(batch(2))
+    check_crc(bytes(data), 0, parse_header(data))
+    data[-1] ^= 0x01
+    with pytest.raises(CorruptBatch, match="CRC"):
+        check_crc(bytes(data), 0, parse_header(data))
