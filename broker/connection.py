@@ -54,6 +54,7 @@ class KafkaConnection(asyncio.Protocol):
         self.write_paused = False
         self.closing = False
         self.peer = "?"
+        self.host = "?"
         self.client_id: str | None = None
         self.log: Any = log.bind(conn=self.conn_id)
 
@@ -64,6 +65,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = peer[0] if peer else "?"
         self.log = self.log.bind(peer=self.peer)
         self.server.connections.add(self)
         self.log.info("connection_open")
@@ -140,7 +142,10 @@ class KafkaConnection(asyncio.Protocol):
             )
         else:
             reply = fut.result()
-            body = None if reply is None else spec.encode_response(reply)
+            if reply is None or isinstance(reply, bytes):
+                body = reply
+            else:
+                body = spec.encode_response(reply)
         if body is not None and self.transport is not None:
             self.transport.write(encode_response(corr, body, spec.response_header_v1))
         if self.transport is not None and not self.write_paused:
@@ -172,28 +177,28 @@ class KafkaConnection(asyncio.Protocol):
         assert spec is not None
         try:
             header = parse_request_header(frame, spec.flexible)
-            request = spec.decode_request(frame, header.body_offset)
+            if entry.decoder is not None:
+                request = entry.decoder(frame, header.body_offset, version)
+            else:
+                request = spec.decode_request(frame, header.body_offset)
         except Exception as exc:  # any decode failure is the client's malformed request
             raise _Close(f"malformed request api_key={api_key} v{version}: {exc!r}") from None
         if header.client_id != self.client_id:
             self.client_id = header.client_id
             self.log = self.log.bind(client_id=header.client_id)
         ctx = RequestContext(
-            self.broker,
-            api_key,
-            version,
-            corr,
-            header.client_id,
-            self.peer.rsplit(":", 1)[0],
-            self.log,
+            self.broker, api_key, version, corr, header.client_id, self.host, self.log
         )
         try:
             reply = entry.fn(ctx, request)
             if reply is None:
                 return None
-            if not isinstance(reply, dict):
+            if isinstance(reply, bytes):
+                body = reply
+            elif isinstance(reply, dict):
+                body = spec.encode_response(reply)
+            else:
                 return reply, spec, corr
-            body = spec.encode_response(reply)
         except Exception:
             self.log.exception("handler_failed", api_key=api_key, api_version=version)
             body = spec.response.SCHEMA.encode(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 __all__ = ["java_string_hashcode", "partition_for"]
 
 _INT_MIN = -(2**31)
@@ -16,6 +18,7 @@ def java_string_hashcode(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=65536)
 def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's ``Utils.abs(groupId.hashCode()) % partitions`` (MIN_VALUE maps to 0)."""
     h = java_string_hashcode(group_id)

@@ -92,30 +92,40 @@ class LoopTimers:
     ) -> None:
         self._loop = loop or asyncio.get_running_loop()
         self._dispatch: Callable[[Op], None] = dispatch or (lambda op: op())
-        self._seq = itertools.count()
-        self._live: dict[str, tuple[int, asyncio.TimerHandle]] = {}
+        # key -> _Entry. A heartbeat pushes its member's deadline back thousands of times a
+        # second: instead of cancelling and adding a loop timer each time, a later deadline
+        # only updates the entry, and the armed handle re-arms itself for the remainder
+        # when it fires early. A handle whose entry was replaced or cancelled does nothing.
+        self._live: dict[str, _Entry] = {}
 
     def now_ms(self) -> int:
         return int(self._loop.time() * 1000)
 
     def schedule(self, key: str, delay_ms: int, op: Op) -> None:
+        due = self._loop.time() + max(delay_ms, 0) / 1000.0
+        entry = self._live.get(key)
+        if entry is not None and entry.handle.when() <= due:
+            entry.due = due
+            entry.op = op
+            return
         self.cancel(key)
-        seq = next(self._seq)
-        when = self._loop.time() + max(delay_ms, 0) / 1000.0
-        handle = self._loop.call_at(when, self._fire, key, seq, op)
-        self._live[key] = (seq, handle)
+        entry = _Entry(due, op)
+        entry.handle = self._loop.call_at(due, self._fire, key, entry)
+        self._live[key] = entry
 
     def cancel(self, key: str) -> None:
         entry = self._live.pop(key, None)
         if entry is not None:
-            entry[1].cancel()
+            entry.handle.cancel()
 
-    def _fire(self, key: str, seq: int, op: Op) -> None:
-        entry = self._live.get(key)
-        if entry is None or entry[0] != seq:
+    def _fire(self, key: str, entry: _Entry) -> None:
+        if self._live.get(key) is not entry:
+            return
+        if self._loop.time() < entry.due:
+            entry.handle = self._loop.call_at(entry.due, self._fire, key, entry)
             return
         del self._live[key]
-        self._dispatch(op)
+        self._dispatch(entry.op)
 
     def cancel_all(self) -> None:
         for key in list(self._live):
@@ -123,3 +133,12 @@ class LoopTimers:
 
     def __len__(self) -> int:
         return len(self._live)
+
+
+class _Entry:
+    __slots__ = ("due", "handle", "op")
+
+    def __init__(self, due: float, op: Op) -> None:
+        self.due = due
+        self.op = op
+        self.handle: asyncio.TimerHandle

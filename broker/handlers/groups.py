@@ -29,6 +29,7 @@ from broker.coordinator import (
 )
 from broker.handlers.registry import Fields, RequestContext, handler
 from protocol.errors import ErrorCode
+from protocol.fast import decode_heartbeat, encode_error_only
 
 T = TypeVar("T")
 _NO_OPERATIONS = -2147483648
@@ -152,14 +153,15 @@ def handle_sync_group(ctx: RequestContext, req: Fields) -> Fields | Any:
     return answer(ctx.broker.coordinator.sync_group(cmd), _sync_reply)
 
 
-@handler(12, 0, 3)
-def handle_heartbeat(ctx: RequestContext, req: Fields) -> Fields:
+@handler(12, 0, 3, decoder=decode_heartbeat)
+def handle_heartbeat(ctx: RequestContext, req: Fields) -> bytes:
+    # The hottest group request: decoded and encoded by hand (protocol.fast).
     result = ctx.broker.coordinator.heartbeat(
         Heartbeat(
             req["group"], req["generation_id"], req["member_id"], req.get("group_instance_id")
         )
     )
-    return {"error_code": int(result.error)}
+    return encode_error_only(int(result.error), ctx.api_version)
 
 
 @handler(13, 0, 3)

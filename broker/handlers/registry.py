@@ -18,9 +18,13 @@ if TYPE_CHECKING:
 
 Fields = dict[str, Any]
 # A handler answers with the response fields (one dict shape for every version: fields a
-# version lacks are ignored), an awaitable of them when it must wait, or None for no answer.
-Reply = Fields | Awaitable[Fields] | None
+# version lacks are ignored), an encoded response body (hot paths), an awaitable of either
+# when it must wait, or None for no answer.
+Reply = Fields | bytes | Awaitable[Fields] | None
 HandlerFn = Callable[["RequestContext", Fields], Reply]
+# A hand-written request decoder for a hot API: (frame, body offset, version) -> fields.
+# Tests check it against the struct codec.
+Decoder = Callable[[bytes, int, int], Fields]
 
 
 @dataclass(slots=True)
@@ -40,19 +44,22 @@ class HandlerEntry:
     min_version: int
     max_version: int
     fn: HandlerFn
+    decoder: Decoder | None = None
 
 
 HANDLERS: dict[int, HandlerEntry] = {}
 
 
-def handler(api_key: int, min_version: int, max_version: int) -> Callable[[HandlerFn], HandlerFn]:
+def handler(
+    api_key: int, min_version: int, max_version: int, decoder: Decoder | None = None
+) -> Callable[[HandlerFn], HandlerFn]:
     def register(fn: HandlerFn) -> HandlerFn:
         if api_key in HANDLERS:
             raise RuntimeError(f"two handlers for api key {api_key}")
         for v in range(min_version, max_version + 1):
             if lookup(api_key, v) is None:
                 raise RuntimeError(f"api key {api_key} v{v} has no message definition")
-        HANDLERS[api_key] = HandlerEntry(api_key, min_version, max_version, fn)
+        HANDLERS[api_key] = HandlerEntry(api_key, min_version, max_version, fn, decoder)
         return fn
 
     return register

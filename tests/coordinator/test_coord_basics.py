@@ -111,18 +111,34 @@ async def test_loop_timers_fire_replace_and_cancel() -> None:
     handed: list[str] = []
     timers = LoopTimers(loop, dispatch=lambda op: (handed.append("dispatch"), op()))
     fired: list[str] = []
+    done: asyncio.Future[None] = loop.create_future()
+
+    def last() -> None:
+        fired.append("x")
+        done.set_result(None)
+
+    start = timers.now_ms()
     timers.schedule("x", 1, lambda: fired.append("x-old"))
-    timers.schedule("x", 5, lambda: fired.append("x"))
+    timers.schedule("x", 5, last)  # a later deadline replaces the op and the time
     timers.schedule("y", 1, lambda: fired.append("y"))
     timers.cancel("y")
     assert len(timers) == 1
-    start = timers.now_ms()
-    await asyncio.sleep(0.03)
+    await asyncio.wait_for(done, 5)
     assert fired == ["x"] and handed == ["dispatch"]
     assert timers.now_ms() >= start + 5
+    assert len(timers) == 0
     timers.schedule("z", 1000, lambda: fired.append("z"))
     timers.cancel_all()
     assert len(timers) == 0
+
+
+async def test_loop_timers_earlier_deadline_rearms() -> None:
+    loop = asyncio.get_running_loop()
+    timers = LoopTimers(loop)
+    done: asyncio.Future[str] = loop.create_future()
+    timers.schedule("k", 60_000, lambda: done.set_result("late"))
+    timers.schedule("k", 1, lambda: done.set_result("early"))
+    assert await asyncio.wait_for(done, 5) == "early"
 
 
 async def test_loop_timers_stale_fire_is_dropped() -> None:
@@ -130,10 +146,12 @@ async def test_loop_timers_stale_fire_is_dropped() -> None:
     timers = LoopTimers(loop)
     fired: list[int] = []
     timers.schedule("k", 0, lambda: fired.append(1))
-    seq_handle = timers._live["k"]
-    timers._live["k"] = (seq_handle[0] + 100, seq_handle[1])  # as if rescheduled meanwhile
-    timers._fire("k", seq_handle[0], lambda: fired.append(2))
+    stale = timers._live["k"]
+    timers.cancel("k")
+    timers.schedule("k", 60_000, lambda: fired.append(2))  # rescheduled meanwhile
+    timers._fire("k", stale)  # the old handle firing late does nothing
     assert fired == []
+    assert len(timers) == 1
     timers.cancel_all()
 
 
