@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -138,15 +137,3 @@ async def test_aiokafka_consumer_accepts_the_instances() -> None:
         assert names == ["failover", "sticky", "range"]
     finally:
         await consumer.stop()
-
-
-@pytest.mark.skipif(
-    not os.environ.get("KGROUPD_COORDINATOR"),
-    reason="needs kgroupd's group coordinator (not implemented yet)",
-)
-def test_real_groups_on_kgroupd() -> None:  # pragma: no cover - placeholder
-    pytest.skip(
-        "TODO once the coordinator lands: three aiokafka consumers with FailoverAssignor "
-        "priorities 10/5/1 (all on the first; kill it, all on the second) and the sticky "
-        "adapter moving only the departed member's partitions"
-    )
