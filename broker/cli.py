@@ -43,8 +43,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_format, config.log_level)
+    from broker.storage.datadir import DataDirError
+    from broker.storage.entries import StorageError
+
     try:
         run(serve(config))
+    except (DataDirError, StorageError) as exc:
+        print(f"kgroupd: error: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 1

@@ -47,6 +47,14 @@ class BrokerConfig:
     group_max_size: int | None = None
     offsets_retention_minutes: int = 10080
     offset_metadata_max_bytes: int = 4096
+    fsync: str | None = None  # always | interval | never; None: always (with --data-dir)
+    fsync_interval_ms: int = 1000
+    recover: bool = False
+    snapshot_log_bytes: int = 64 * 1024 * 1024
+
+    @property
+    def fsync_mode(self) -> str:
+        return self.fsync or "always"
 
     def advertised(self, bound_port: int) -> tuple[str, int]:
         host = self.advertised_host
@@ -122,7 +130,26 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "--data-dir",
         "data_dir",
         str,
-        "directory for durable state (not supported yet; unset: everything in memory)",
+        "directory for committed offsets, group state and topic data (unset: everything in memory)",
+    ),
+    (
+        "--fsync",
+        "fsync",
+        str,
+        "when acknowledged writes reach the disk: always (before the answer), interval "
+        "(every --fsync-interval-ms) or never (left to the OS); needs --data-dir [always]",
+    ),
+    (
+        "--fsync-interval-ms",
+        "fsync_interval_ms",
+        _at_least_one,
+        "fsync period for --fsync interval",
+    ),
+    (
+        "--snapshot-log-bytes",
+        "snapshot_log_bytes",
+        _at_least_one,
+        "a coordinator shard's log size that triggers a snapshot",
     ),
     ("--log-format", "log_format", str, "json or console (default: json off a TTY)"),
     ("--log-level", "log_level", str, "debug, info, warning or error"),
@@ -218,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"[{env_name('auto_create_topics')}; true]",
     )
     parser.add_argument(
+        "--recover",
+        dest="recover",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="start even when a data file is damaged: keep what precedes the damage, drop "
+        f"the rest (and say how much) [{env_name('recover')}; false]",
+    )
+    parser.add_argument(
         "--create-topic",
         dest="create_topics",
         type=_topic_spec,
@@ -235,7 +270,7 @@ _ENV_TYPES: dict[str, Callable[[str], Any]] = {dest: typ for _, dest, typ, _ in 
 
 def _from_env(dest: str, raw: str) -> object:
     try:
-        if dest == "auto_create_topics":
+        if dest in ("auto_create_topics", "recover"):
             return _bool(raw)
         if dest == "create_topics":
             return tuple(_topic_spec(p.strip()) for p in raw.split(",") if p.strip())
@@ -252,7 +287,7 @@ def load_config(
     env = os.environ if environ is None else environ
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     values: dict[str, object] = {}
-    for dest in [*_ENV_TYPES, "auto_create_topics", "create_topics"]:
+    for dest in [*_ENV_TYPES, "auto_create_topics", "recover", "create_topics"]:
         flag_value = getattr(args, dest)
         if flag_value is not None:
             values[dest] = tuple(flag_value) if dest == "create_topics" else flag_value
@@ -272,7 +307,11 @@ def validate(config: BrokerConfig) -> None:
         )
     if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
         raise ConfigError("--group-min-session-timeout-ms is above --group-max-session-timeout-ms")
-    if config.data_dir is not None:
-        raise ConfigError("--data-dir is not supported yet: kgroupd keeps everything in memory")
+    if config.fsync not in (None, "always", "interval", "never"):
+        raise ConfigError(f"--fsync must be always, interval or never, not {config.fsync!r}")
+    if config.data_dir is None and config.fsync is not None:
+        raise ConfigError("--fsync needs --data-dir (without it nothing is written to disk)")
+    if config.data_dir is None and config.recover:
+        raise ConfigError("--recover needs --data-dir")
     if config.message_max_bytes > config.max_request_bytes:
         raise ConfigError("--message-max-bytes is above --max-request-bytes")

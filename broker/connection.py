@@ -21,12 +21,14 @@ from broker.handlers import HANDLERS
 from broker.handlers.api_versions import api_versions_body
 from broker.handlers.registry import RequestContext
 from protocol.errors import ErrorCode
+from protocol.fast import Chunks
 from protocol.framing import (
     FrameDecoder,
     FrameError,
     encode_response,
     parse_request_header,
     peek_api,
+    response_header,
 )
 from protocol.messages import MessageSpec, error_values, lookup
 
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kgroupd.connection")
 _ids = itertools.count(1)
 _API_VERSIONS_V0 = lookup(18, 0)
+# Requests a client may pipeline behind one that waits before we stop reading from it.
+MAX_QUEUED_FRAMES = 256
 
 
 class _Close(Exception):
@@ -52,6 +56,7 @@ class KafkaConnection(asyncio.Protocol):
         self.queue: deque[bytes] = deque()
         self.waiting: asyncio.Future[Any] | None = None
         self.write_paused = False
+        self.read_paused = False
         self.closing = False
         self.peer = "?"
         self.host = "?"
@@ -83,16 +88,31 @@ class KafkaConnection(asyncio.Protocol):
         self.queue.extend(self.decoder.feed(data))
         if self.waiting is None:
             self._run()
+        else:
+            # Reading goes on while a request waits, so a client that hangs up during a
+            # long poll or a parked JoinGroup is noticed at once; only a client that piles
+            # up requests behind the waiting one is paused.
+            self._flow()
+
+    def _flow(self) -> None:
+        """Read unless the peer is not reading our answers or too much is queued."""
+        if self.transport is None or self.closing:
+            return
+        stop = self.write_paused or len(self.queue) > MAX_QUEUED_FRAMES
+        if stop and not self.read_paused:
+            self.transport.pause_reading()
+            self.read_paused = True
+        elif not stop and self.read_paused:
+            self.transport.resume_reading()
+            self.read_paused = False
 
     def pause_writing(self) -> None:
         self.write_paused = True
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self._flow()
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        if self.transport is not None and self.waiting is None and not self.closing:
-            self.transport.resume_reading()
+        self._flow()
 
     # request handling --------------------------------------------------------------------
 
@@ -105,7 +125,7 @@ class KafkaConnection(asyncio.Protocol):
                 result = self._dispatch(frame)
             except _Close as exc:
                 if out and self.transport is not None:
-                    self.transport.write(b"".join(out))
+                    self.transport.writelines(out)
                 self._close(str(exc))
                 return
             if result is None:
@@ -113,14 +133,15 @@ class KafkaConnection(asyncio.Protocol):
             if isinstance(result, bytes):
                 out.append(result)
                 continue
+            if isinstance(result, Chunks):  # header plus buffers, written as they are
+                out.extend(result)
+                continue
             awaitable, spec, corr = result
             fut = asyncio.ensure_future(awaitable)
             self.waiting = fut
-            if self.transport is not None:
-                self.transport.pause_reading()
             fut.add_done_callback(functools.partial(self._finished, spec=spec, corr=corr))
         if out and self.transport is not None:
-            self.transport.write(b"".join(out))
+            self.transport.writelines(out)
         if self.decoder.error is not None and not queue and self.waiting is None:
             # Everything framed before the bad size prefix has been answered.
             self._close(f"bad frame: {self.decoder.error}")
@@ -142,17 +163,22 @@ class KafkaConnection(asyncio.Protocol):
             )
         else:
             reply = fut.result()
-            if reply is None or isinstance(reply, bytes):
+            if isinstance(reply, Chunks):
+                if self.transport is not None:
+                    self.transport.writelines(_framed_chunks(corr, reply, spec))
+                body = None
+            elif reply is None or isinstance(reply, bytes):
                 body = reply
             else:
                 body = spec.encode_response(reply)
         if body is not None and self.transport is not None:
             self.transport.write(encode_response(corr, body, spec.response_header_v1))
-        if self.transport is not None and not self.write_paused:
-            self.transport.resume_reading()
         self._run()
+        self._flow()
 
-    def _dispatch(self, frame: bytes) -> bytes | tuple[Awaitable[Any], MessageSpec, int] | None:
+    def _dispatch(
+        self, frame: bytes
+    ) -> bytes | Chunks | tuple[Awaitable[Any], MessageSpec, int] | None:
         try:
             api_key, version, corr = peek_api(frame)
         except FrameError as exc:
@@ -195,6 +221,8 @@ class KafkaConnection(asyncio.Protocol):
                 return None
             if isinstance(reply, bytes):
                 body = reply
+            elif isinstance(reply, Chunks):
+                return _framed_chunks(corr, reply, spec)
             elif isinstance(reply, dict):
                 body = spec.encode_response(reply)
             else:
@@ -223,3 +251,12 @@ class KafkaConnection(asyncio.Protocol):
             self.waiting.add_done_callback(
                 lambda _f: self._close("broker shutting down", error=False)
             )
+
+
+def _framed_chunks(corr: int, body: Chunks, spec: MessageSpec) -> Chunks:
+    size = 0
+    for chunk in body:
+        size += len(chunk)
+    framed = Chunks([response_header(corr, size, spec.response_header_v1)])
+    framed.extend(body)
+    return framed

@@ -30,7 +30,25 @@ class KafkaServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.timers = LoopTimers(loop)
-        self.broker.start_coordinator(self.timers)
+        broker = self.broker
+        if self.config.data_dir is not None:
+            from broker.storage.durability import Durability
+
+            durability = Durability(self.config, loop)
+            broker.cluster_id, records = durability.open(broker.topics, broker.producers)
+            broker.create_startup_topics()
+            broker.start_coordinator(self.timers, durability.sink_for)
+            durability.attach(broker.coordinator, records)
+            broker.durability = durability
+            log.info(
+                "data_dir_loaded",
+                data_dir=self.config.data_dir,
+                fsync=self.config.fsync_mode,
+                topics=len(broker.topics.topics),
+            )
+        else:
+            broker.create_startup_topics()
+            broker.start_coordinator(self.timers)
         self._server = await loop.create_server(
             lambda: KafkaConnection(self),
             self.config.host,
@@ -67,8 +85,12 @@ class KafkaServer:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
-        # Parked JoinGroup/SyncGroup are answered (NOT_COORDINATOR) and timers stop.
-        self.broker.coordinator.shutdown()
+        # Parked JoinGroup/SyncGroup are answered (NOT_COORDINATOR) and timers stop; with a
+        # data dir, the coordinator's state is snapshotted first.
+        if self.broker.durability is not None:
+            await self.broker.durability.close()
+        else:
+            self.broker.coordinator.shutdown()
         self.timers.cancel_all()
         for conn in list(self.connections):
             conn.close_when_idle()

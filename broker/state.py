@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from broker.config import BrokerConfig
-from broker.coordinator import CoordinatorConfig, GroupCoordinator, Timers
+from broker.coordinator import CoordinatorConfig, GroupCoordinator, RecordSink, Timers
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
+
+if TYPE_CHECKING:
+    from broker.storage.durability import Durability
 
 
 def new_cluster_id() -> str:
@@ -31,12 +36,27 @@ class Broker:
         # Caches keyed by (topics version, request shape); cleared when topics change.
         self.cache: dict[Any, bytes] = {}
         self._cache_version = -1
-        for spec in config.create_topics:
+        # Under --data-dir (set by the server): broker.storage.durability.Durability.
+        self.durability: Durability | None = None
+
+    def create_startup_topics(self) -> None:
+        """``--create-topic``: created unless it exists (it may, loaded from the data dir)."""
+        for spec in self.config.create_topics:
             if self.topics.get(spec.name) is None:
                 self.topics.check_create(spec.name, spec.partitions, 1, {})
                 self.topics.create(spec.name, spec.partitions)
 
-    def start_coordinator(self, timers: Timers) -> None:
+    def state_synced(self) -> asyncio.Future[None] | None:
+        """After a coordinator write: a future for it being durable (fsync=always), or None."""
+        return self.durability.state_synced() if self.durability is not None else None
+
+    def data_synced(self) -> asyncio.Future[None] | None:
+        """After a produce: a future for the batches being durable (fsync=always), or None."""
+        return self.durability.data_synced() if self.durability is not None else None
+
+    def start_coordinator(
+        self, timers: Timers, sink_factory: Callable[[int], RecordSink] | None = None
+    ) -> None:
         c = self.config
         self.coordinator = GroupCoordinator(
             CoordinatorConfig(
@@ -50,6 +70,7 @@ class Broker:
             ),
             timers,
             self.node_id,
+            sink_factory,
         )
 
     def bound(self, port: int) -> None:

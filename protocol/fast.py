@@ -54,3 +54,55 @@ def encode_error_only(error_code: int, version: int, throttle_from: int = 1) -> 
     if version >= throttle_from:
         return _I16_I32.pack(0, error_code)
     return _ERROR_ONLY[error_code] if 0 <= error_code < 128 else _I16.pack(error_code)
+
+
+class Chunks(list[bytes]):
+    """A response body as buffers written one after the other (``transport.writelines``),
+    so large record batches are never copied into one object."""
+
+
+_FETCH_TOP_V4 = struct.Struct(">i")  # throttle_time_ms
+_FETCH_TOP_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
+_I32_ONLY = _I32
+_PART_V4 = struct.Struct(">ihqqi")  # index, error, high watermark, last stable, aborted (null)
+_PART_V5 = struct.Struct(">ihqqqi")  # ... log start offset, aborted (null)
+_PART_V11 = struct.Struct(">ihqqqii")  # ... aborted (null), preferred read replica
+
+
+# (partition index, error code, high watermark, last stable, log start, record batches)
+FetchPartition = tuple[int, int, int, int, int, list[bytes]]
+
+
+def encode_fetch_response(
+    version: int,
+    error_code: int,
+    session_id: int,
+    topics: list[tuple[str, list[FetchPartition]]],
+) -> Chunks:
+    """Fetch response v4-v11 (non-flexible), records left as the stored batch objects.
+
+    Aborted transactions are always null (no transactions) and the preferred read replica
+    (v11) is -1.
+    """
+    out = Chunks()
+    if version >= 7:
+        out.append(_FETCH_TOP_V7.pack(0, error_code, session_id))
+    else:
+        out.append(_FETCH_TOP_V4.pack(0))
+    out.append(_I32_ONLY.pack(len(topics)))
+    for name, parts in topics:
+        raw = name.encode()
+        out.append(_I16.pack(len(raw)) + raw + _I32_ONLY.pack(len(parts)))
+        for index, error, hw, lso, log_start, batches in parts:
+            if version >= 11:
+                head = _PART_V11.pack(index, error, hw, lso, log_start, -1, -1)
+            elif version >= 5:
+                head = _PART_V5.pack(index, error, hw, lso, log_start, -1)
+            else:
+                head = _PART_V4.pack(index, error, hw, lso, -1)
+            size = 0
+            for b in batches:
+                size += len(b)
+            out.append(head + _I32_ONLY.pack(size))
+            out.extend(batches)
+    return out

@@ -148,3 +148,10 @@ def encode_response(correlation_id: int, body: bytes, header_v1: bool) -> bytes:
     if header_v1:
         return _INT32.pack(len(body) + 5) + _INT32.pack(correlation_id) + b"\x00" + body
     return _INT32.pack(len(body) + 4) + _INT32.pack(correlation_id) + body
+
+
+def response_header(correlation_id: int, body_size: int, header_v1: bool) -> bytes:
+    """Size prefix and response header for a body written separately."""
+    if header_v1:
+        return _INT32.pack(body_size + 5) + _INT32.pack(correlation_id) + b"\x00"
+    return _INT32.pack(body_size + 4) + _INT32.pack(correlation_id)

@@ -17,6 +17,7 @@ from typing import Any
 from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.partition import PartitionLog
 from protocol.errors import ErrorCode
+from protocol.fast import Chunks, FetchPartition, encode_fetch_response
 
 LEADER_EPOCH = 0
 
@@ -29,23 +30,6 @@ def check_leader_epoch(current: int | None) -> ErrorCode:
     if current < LEADER_EPOCH:
         return ErrorCode.FENCED_LEADER_EPOCH
     return ErrorCode.NONE
-
-
-def _part(index: int, code: ErrorCode, log: PartitionLog | None, records: bytes) -> Fields:
-    hw = log.high_watermark if log is not None else -1
-    return {
-        "partition": index,
-        "partition_index": index,
-        "error_code": int(code),
-        "highwater_offset": hw,
-        "high_watermark": hw,
-        "last_stable_offset": hw,
-        "log_start_offset": log.log_start_offset if log is not None else -1,
-        "aborted_transactions": None,
-        "preferred_read_replica": -1,
-        "message_set": records,
-        "records": records,
-    }
 
 
 class FetchPlan:
@@ -62,7 +46,7 @@ class FetchPlan:
                 )
             self.items.append((t["topic"], parts))
 
-    def run(self) -> tuple[list[Fields], int, bool]:
+    def run(self) -> tuple[list[tuple[str, list[FetchPartition]]], int, bool]:
         """Read once: (topic responses, bytes returned, whether any partition errored)."""
         topics_mgr = self.ctx.broker.topics
         remaining = self.max_bytes
@@ -74,7 +58,7 @@ class FetchPlan:
             for index, offset, part_max, epoch in parts:
                 log = topics_mgr.partition(name, index)
                 code = ErrorCode.NONE
-                records = b""
+                records: list[bytes] = []
                 if log is None:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
@@ -85,13 +69,17 @@ class FetchPlan:
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
                     if code == ErrorCode.NONE and offset < log.high_watermark:
                         limit = min(part_max, remaining)
-                        records, size = log.read(offset, limit, at_least_one=total == 0)
+                        records, size = log.read_chunks(offset, limit, at_least_one=total == 0)
                         total += size
                         remaining = max(0, remaining - size)
                 if code:
                     errored = True
-                entries.append(_part(index, code, log, records))
-            out.append({"topics": name, "topic": name, "partitions": entries})
+                if log is None:
+                    entries.append((index, int(code), -1, -1, -1, records))
+                else:
+                    hw = log.high_watermark  # last stable offset = high watermark: no txns
+                    entries.append((index, int(code), hw, hw, log.log_start_offset, records))
+            out.append((name, entries))
         return out, total, errored
 
     def logs(self) -> list[PartitionLog]:
@@ -105,8 +93,11 @@ class FetchPlan:
         return found
 
 
-def _response(topics: list[Fields], code: ErrorCode = ErrorCode.NONE) -> Fields:
-    return {"error_code": int(code), "session_id": 0, "topics": topics, "responses": topics}
+def _response(
+    version: int, topics: list[tuple[str, list[FetchPartition]]], code: ErrorCode = ErrorCode.NONE
+) -> Chunks:
+    # Encoded by hand (protocol.fast): the stored batches go out without being copied.
+    return encode_fetch_response(version, int(code), 0, topics)
 
 
 @handler(1, 4, 11)
@@ -114,16 +105,16 @@ def handle_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     session_id = req.get("session_id", 0)
     if session_id:
         # We never hand out sessions, so any non-zero id is one we do not know.
-        return _response([], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        return _response(ctx.api_version, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     plan = FetchPlan(ctx, req)
     topics, total, errored = plan.run()
     max_wait = req["max_wait_time"]
     if errored or total >= req["min_bytes"] or max_wait <= 0:
-        return _response(topics)
+        return _response(ctx.api_version, topics)
     return _long_poll(plan, req["min_bytes"], max_wait / 1000.0)
 
 
-async def _long_poll(plan: FetchPlan, min_bytes: int, max_wait_s: float) -> Fields:
+async def _long_poll(plan: FetchPlan, min_bytes: int, max_wait_s: float) -> Chunks:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_s
     while True:
@@ -145,6 +136,6 @@ async def _long_poll(plan: FetchPlan, min_bytes: int, max_wait_s: float) -> Fiel
                         log.waiters.remove(fut)
         topics, total, errored = plan.run()
         if errored or total >= min_bytes:
-            return _response(topics)
+            return _response(plan.ctx.api_version, topics)
     topics, _, _ = plan.run()
-    return _response(topics)
+    return _response(plan.ctx.api_version, topics)

@@ -7,6 +7,9 @@ epoch, v7 the group instance id. OffsetFetch v2 adds a top-level error and null 
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from broker.coordinator import (
     OffsetCommit,
     OffsetCommitPartition,
@@ -41,7 +44,7 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Fields:
         retention_time_ms=req.get("retention_time", -1),
     )
     result = ctx.broker.coordinator.commit_offsets(cmd)
-    return {
+    reply = {
         "topics": [
             {
                 "topic": name,
@@ -50,6 +53,19 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Fields:
             for name, parts in result.topics
         ]
     }
+    # Under --fsync always the commit is answered only once its records are on disk.
+    return when_durable(ctx.broker.state_synced(), reply)
+
+
+def when_durable(synced: asyncio.Future[None] | None, reply: Fields) -> Fields | Any:
+    if synced is None:
+        return reply
+
+    async def wait() -> Fields:
+        await synced
+        return reply
+
+    return wait()
 
 
 @handler(9, 0, 5)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.coordinator import (
     Deferred,
@@ -31,13 +31,22 @@ from broker.handlers.registry import Fields, RequestContext, handler
 from protocol.errors import ErrorCode
 from protocol.fast import decode_heartbeat, encode_error_only
 
+if TYPE_CHECKING:
+    from broker.state import Broker
+
 T = TypeVar("T")
 _NO_OPERATIONS = -2147483648
 
 
-def answer(d: Deferred[T], convert: Callable[[T], Fields]) -> Fields | Any:
-    """The reply now when the coordinator answered at once, else an awaitable of it."""
-    if d.done():
+def answer(
+    d: Deferred[T], convert: Callable[[T], Fields], broker: Broker | None = None
+) -> Fields | Any:
+    """The reply now when the coordinator answered at once, else an awaitable of it.
+
+    With ``broker``, the reply also waits until the records written so far are durable
+    (``--fsync always``): the leader's SyncGroup stores the assignments every member gets.
+    """
+    if d.done() and (broker is None or broker.durability is None):
         return convert(d.result())
     fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
@@ -48,7 +57,11 @@ def answer(d: Deferred[T], convert: Callable[[T], Fields]) -> Fields | Any:
     d.add_callback(resolve)
 
     async def wait() -> Fields:
-        return convert(await fut)
+        value = await fut
+        synced = broker.state_synced() if broker is not None else None
+        if synced is not None:
+            await synced
+        return convert(value)
 
     return wait()
 
@@ -150,7 +163,7 @@ def handle_sync_group(ctx: RequestContext, req: Fields) -> Fields | Any:
             (a["member_id"], a["member_metadata"] or b"") for a in req["group_assignment"] or ()
         ),
     )
-    return answer(ctx.broker.coordinator.sync_group(cmd), _sync_reply)
+    return answer(ctx.broker.coordinator.sync_group(cmd), _sync_reply, ctx.broker)
 
 
 @handler(12, 0, 3, decoder=decode_heartbeat)

@@ -1,15 +1,21 @@
-"""Produce v3-v8 and InitProducerId v0-v1.
+"""Produce v0-v8 and InitProducerId v0-v1.
 
-Produce v3 is the first magic-2 version; v5 adds log_start_offset, v8 record errors and an
-error message per partition. Batches stay bytes: the header and CRC-32C are checked, the base
-offset (and partition leader epoch) rewritten, and LogAppendTime topics get their timestamp
-fields and CRC rewritten. Idempotent batches are de-duplicated over the last five per
-(producer, partition). acks=0 gets no response at all.
+Produce v0-v2 (message formats v0/v1) are advertised but every partition is refused with
+UNSUPPORTED_VERSION, as Kafka 4 does (KAFKA-18659: older librdkafka compresses only when
+the broker lists Produce v0). Produce v3 is the first magic-2 version; v5 adds
+log_start_offset, v8 record errors and an error message per partition. Batches stay bytes:
+the header and CRC-32C are checked, the base offset (and partition leader epoch)
+rewritten, and LogAppendTime topics get their timestamp fields and CRC rewritten.
+Idempotent batches are de-duplicated over the last five per (producer, partition).
+acks=0 gets no response at all; under ``--fsync always`` acks=1/-1 are answered once the
+batches are on disk.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from typing import Any
 
 from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.partition import now_ms
@@ -122,18 +128,27 @@ def append_partition(ctx: RequestContext, topic: Topic, index: int, data: bytes 
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
 
 
-@handler(0, 3, 8)
-def handle_produce(ctx: RequestContext, req: Fields) -> Fields | None:
+@handler(0, 0, 8)
+def handle_produce(ctx: RequestContext, req: Fields) -> Fields | Any:
     acks = req["required_acks"]
     topics_mgr = ctx.broker.topics
     out = []
+    appended = False
     for t in req["topics"]:
         name = t["topic"]
         topic = topics_mgr.get(name)
         parts = []
         for p in t["partitions"]:
             index = p["partition"]
-            if acks not in (0, 1, -1):
+            if ctx.api_version < 3:
+                parts.append(
+                    _part(
+                        index,
+                        ErrorCode.UNSUPPORTED_VERSION,
+                        message="Produce v0-v2 (message format v0/v1) is not supported",
+                    )
+                )
+            elif acks not in (0, 1, -1):
                 parts.append(_part(index, ErrorCode.INVALID_REQUIRED_ACKS))
             elif req.get("transactional_id") is not None:
                 parts.append(
@@ -146,11 +161,23 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Fields | None:
             elif topic is None:
                 parts.append(_part(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                parts.append(append_partition(ctx, topic, index, p["messages"]))
+                part = append_partition(ctx, topic, index, p["messages"])
+                appended = appended or part["error_code"] == 0
+                parts.append(part)
         out.append({"topic": name, "name": name, "partitions": parts, "partition_responses": parts})
     if acks == 0:
         return None
-    return {"topics": out, "responses": out}
+    reply = {"topics": out, "responses": out}
+    # Under --fsync always, acks=1/-1 are answered once the batches are on disk.
+    synced = ctx.broker.data_synced() if appended else None
+    if synced is None:
+        return reply
+    return _after(synced, reply)
+
+
+async def _after(synced: asyncio.Future[None], reply: Fields) -> Fields:
+    await synced
+    return reply
 
 
 @handler(22, 0, 1)

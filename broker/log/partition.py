@@ -6,8 +6,12 @@ import asyncio
 import bisect
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from protocol.records import BatchHeader
+
+if TYPE_CHECKING:
+    from broker.storage.topic_store import PartitionStore
 
 
 @dataclass(slots=True)
@@ -29,17 +33,32 @@ class PartitionLog:
     high_watermark: int = 0
     size_bytes: int = 0
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    # Segment files under --data-dir (broker.storage.topic_store.PartitionStore), else None.
+    store: PartitionStore | None = None
 
     def append(self, batch: bytes, header: BatchHeader, now_ms: int) -> int:
         """Store ``batch`` (already carrying its base offset); returns that offset."""
         base = self.high_watermark
         last = base + header.last_offset_delta
+        if self.store is not None:
+            self.store.append(batch, base, last)
         self.batches.append(StoredBatch(base, last, header.max_timestamp, now_ms, batch))
         self._bases.append(base)
         self.high_watermark = last + 1
         self.size_bytes += len(batch)
         self._wake()
         return base
+
+    def restore(self, batch: bytes, header: BatchHeader) -> None:
+        """Start-up: a batch read back from a segment, at the offsets it was stored with."""
+        base = header.base_offset
+        last = base + header.last_offset_delta
+        self.batches.append(
+            StoredBatch(base, last, header.max_timestamp, header.max_timestamp, batch)
+        )
+        self._bases.append(base)
+        self.high_watermark = last + 1
+        self.size_bytes += len(batch)
 
     def _wake(self) -> None:
         if self.waiters:
@@ -58,10 +77,18 @@ class PartitionLog:
         return i
 
     def read(self, offset: int, max_bytes: int, at_least_one: bool) -> tuple[bytes, int]:
-        """Whole batches from the one holding ``offset``, up to ``max_bytes``.
+        """``read_chunks`` joined into one bytes object."""
+        parts, total = self.read_chunks(offset, max_bytes, at_least_one)
+        return b"".join(parts), total
+
+    def read_chunks(
+        self, offset: int, max_bytes: int, at_least_one: bool
+    ) -> tuple[list[bytes], int]:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes``, as the stored
+        objects (never copied: the response is written with them as they are).
 
         With ``at_least_one`` the first batch is returned even when it alone is larger,
-        so a consumer always makes progress. Returns the bytes and how many there are.
+        so a consumer always makes progress. Returns the batches and their total size.
         """
         i = self.find(offset)
         parts: list[bytes] = []
@@ -74,7 +101,7 @@ class PartitionLog:
             parts.append(data)
             total += len(data)
             i += 1
-        return b"".join(parts), total
+        return parts, total
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """First batch whose max timestamp reaches ``timestamp``: (base offset, batch index)."""
@@ -109,6 +136,8 @@ class PartitionLog:
             self.size_bytes -= len(head.data)
             self.log_start_offset = self.batches[0].base_offset
             dropped += 1
+        if dropped and self.store is not None:
+            self.store.delete_below(self.log_start_offset)
         return dropped
 
     def wait_for_data(self) -> asyncio.Future[None]:

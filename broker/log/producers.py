@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
+from protocol.records import parse_header
+
+if TYPE_CHECKING:
+    from broker.log.topics import TopicManager
 
 MAX_CACHED_BATCHES = 5
 
@@ -77,6 +82,26 @@ class ProducerStateManager:
             state = PartitionProducerState(epoch)
             self._state[key] = state
         state.batches.append(CachedBatch(first_seq, last_seq, base_offset))
+
+    def restore_from(self, topics: TopicManager) -> None:
+        """Start-up: rebuild sequence state from the stored batches (as Kafka rebuilds its
+        producer state from the log), and never hand out an id seen before."""
+        for topic in topics.topics.values():
+            for log in topic.partitions:
+                for stored in log.batches:
+                    h = parse_header(stored.data)
+                    if h.producer_id < 0:
+                        continue
+                    self.record(
+                        h.producer_id,
+                        h.producer_epoch,
+                        topic.name,
+                        log.partition,
+                        h.base_sequence,
+                        h.last_sequence,
+                        stored.base_offset,
+                    )
+                    self._next_id = max(self._next_id, h.producer_id + 1)
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._state if k[1] == topic]:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker.log.partition import PartitionLog
+
+if TYPE_CHECKING:
+    from broker.storage.topic_store import TopicStore
 from protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME = 249
@@ -112,6 +116,8 @@ class Topic:
 class TopicManager:
     def __init__(self) -> None:
         self.topics: dict[str, Topic] = {}
+        # Under --data-dir: segment files and topics.json (broker.storage.topic_store).
+        self.store: TopicStore | None = None
         # Bumped on every create/delete/partition change, for metadata caches.
         self.version = 0
 
@@ -153,6 +159,10 @@ class TopicManager:
         topic.add_partitions(partitions)
         self.topics[name] = topic
         self.version += 1
+        if self.store is not None:
+            for log in topic.partitions:
+                self.store.attach(log, int(topic.config("segment.bytes")))
+            self.store.save_topics(self)
         return topic
 
     def delete(self, name: str) -> Topic | None:
@@ -161,11 +171,20 @@ class TopicManager:
             self.version += 1
             for log in topic.partitions:
                 log._wake()
+            if self.store is not None:
+                self.store.save_topics(self)
+                self.store.drop_topic(name, len(topic.partitions))
         return topic
 
     def add_partitions(self, name: str, total: int) -> None:
-        self.topics[name].add_partitions(total)
+        topic = self.topics[name]
+        before = len(topic.partitions)
+        topic.add_partitions(total)
         self.version += 1
+        if self.store is not None:
+            for log in topic.partitions[before:]:
+                self.store.attach(log, int(topic.config("segment.bytes")))
+            self.store.save_topics(self)
 
     def apply_retention(self, now_ms: int) -> int:
         dropped = 0

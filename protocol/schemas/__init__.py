@@ -38,7 +38,7 @@ ALL_SERVED: dict[int, tuple[int, int]] = {
     19: (0, 4),  # CreateTopics
     20: (0, 3),  # DeleteTopics
     37: (0, 1),  # CreatePartitions
-    0: (3, 8),  # Produce
+    0: (0, 8),  # Produce (v0-v2 advertised but refused, as Kafka 4 does)
     22: (0, 1),  # InitProducerId
     1: (4, 11),  # Fetch
     2: (0, 5),  # ListOffsets

@@ -38,6 +38,11 @@ AIOKAFKA_MESSAGES: dict[tuple[int, int], tuple[type[RequestStruct], type[Respons
     (20, 3): (_admin.DeleteTopicsRequest_v3, _admin.DeleteTopicsResponse_v3),
     (37, 0): (_admin.CreatePartitionsRequest_v0, _admin.CreatePartitionsResponse_v0),
     (37, 1): (_admin.CreatePartitionsRequest_v1, _admin.CreatePartitionsResponse_v1),
+    # Produce v0-v2 are advertised (and refused per partition) as Kafka 4 does: librdkafka
+    # before 2.8 only compresses with gzip/snappy/lz4 when the broker lists Produce v0.
+    (0, 0): (_produce.ProduceRequest_v0, _produce.ProduceResponse_v0),
+    (0, 1): (_produce.ProduceRequest_v1, _produce.ProduceResponse_v1),
+    (0, 2): (_produce.ProduceRequest_v2, _produce.ProduceResponse_v2),
     (0, 3): (_produce.ProduceRequest_v3, _produce.ProduceResponse_v3),
     (0, 4): (_produce.ProduceRequest_v4, _produce.ProduceResponse_v4),
     (0, 5): (_produce.ProduceRequest_v5, _produce.ProduceResponse_v5),

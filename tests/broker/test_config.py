@@ -42,7 +42,10 @@ def test_boolean_and_repeatable_flags() -> None:
         ({"KGROUPD_PORT": "70000"}, "KGROUPD_PORT"),
         ({"KGROUPD_CREATE_TOPIC": "nopartitions"}, "KGROUPD_CREATE_TOPIC"),
         ({"KGROUPD_LOG_FORMAT": "xml"}, "--log-format"),
-        ({"KGROUPD_DATA_DIR": "/tmp/x"}, "not supported yet"),
+        ({"KGROUPD_FSYNC": "interval"}, "--fsync needs --data-dir"),
+        ({"KGROUPD_RECOVER": "true"}, "--recover needs --data-dir"),
+        ({"KGROUPD_DATA_DIR": "/tmp/x", "KGROUPD_FSYNC": "sometimes"}, "--fsync must be"),
+        ({"KGROUPD_RECOVER": "maybe"}, "KGROUPD_RECOVER"),
         (
             {
                 "KGROUPD_GROUP_MIN_SESSION_TIMEOUT_MS": "10",
@@ -78,3 +81,13 @@ def test_advertised_address() -> None:
     )
     host, _ = BrokerConfig(host="0.0.0.0").advertised(1)
     assert host not in ("0.0.0.0", "")
+
+
+def test_durability_settings() -> None:
+    c = load_config(["--data-dir", "/tmp/d"], {})
+    assert (c.fsync_mode, c.fsync_interval_ms, c.recover) == ("always", 1000, False)
+    c = load_config(
+        ["--data-dir", "/tmp/d", "--fsync", "interval", "--fsync-interval-ms", "50", "--recover"],
+        {},
+    )
+    assert (c.fsync_mode, c.fsync_interval_ms, c.recover) == ("interval", 50, True)

@@ -12,6 +12,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from broker.server import KafkaServer
 from protocol.messages import lookup
+from tests.support.kafka_wire import WireClient, create_topic, fetch_request
 
 
 def request(api_key: int, version: int, corr: int, body: bytes, client: bytes = b"t") -> bytes:
@@ -153,3 +154,36 @@ async def test_many_bad_clients_at_once(server: KafkaServer, bystander: Bystande
 
     await asyncio.gather(*(bad(i) for i in range(50)))
     await bystander.check()
+
+
+async def test_hangup_during_a_long_poll_is_noticed_at_once(server: KafkaServer) -> None:
+    wire = await WireClient.connect(server.port)
+    await create_topic(wire, "idle")
+    before = len(server.connections)
+    await wire.send(1, 11, fetch_request("idle", 0, 0, max_wait_ms=30_000))
+    await wire.close()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    # Polling an observable count: the broker offers no event for a connection going away.
+    while len(server.connections) >= before and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    assert len(server.connections) < before, "the parked Fetch kept the dead connection"
+    assert all(not log.waiters for log in server.broker.topics.topics["idle"].partitions)
+
+
+async def test_old_produce_versions_are_advertised_but_refused(server: KafkaServer) -> None:
+    wire = await WireClient.connect(server.port)
+    try:
+        await create_topic(wire, "old")
+        body = {
+            "required_acks": 1,
+            "timeout": 1000,
+            "topics": [{"topic": "old", "partitions": [{"partition": 0, "messages": b"x" * 40}]}],
+        }
+        for version in (0, 1, 2):
+            resp = await wire.request(0, version, body)
+            (part,) = resp["topics"][0]["partitions"]
+            assert part["error_code"] == 35  # UNSUPPORTED_VERSION
+        assert server.broker.topics.topics["old"].partitions[0].high_watermark == 0
+    finally:
+        await wire.close()

@@ -101,6 +101,9 @@ async def test_help_documents_every_flag() -> None:
         "--group-max-size",
         "--offsets-retention-minutes",
         "--offset-metadata-max-bytes",
+        "--fsync",
+        "--fsync-interval-ms",
+        "--recover",
     ):
         assert flag in out
 
@@ -109,9 +112,9 @@ async def test_bad_config_exits_2_with_a_clear_message() -> None:
     code, _, err = await run_to_end(env={"KGROUPD_PORT": "lots"})
     assert code == 2
     assert "KGROUPD_PORT" in err
-    code, _, err = await run_to_end("--data-dir", "/tmp/nowhere")
+    code, _, err = await run_to_end("--fsync", "never")
     assert code == 2
-    assert "not supported yet" in err
+    assert "--fsync needs --data-dir" in err
 
 
 async def test_port_in_use_exits_1() -> None:

@@ -1,0 +1,82 @@
+"""The data directory itself: its lock and ``meta.json`` (what it was created with)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import IO, Any
+
+META_VERSION = 1
+
+
+class DataDirError(Exception):
+    """The data directory cannot be used with this configuration; the message says why."""
+
+
+class DataDir:
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self._lock: IO[bytes] | None = None
+
+    def open(self, cluster_id: str | None, offsets_partitions: int, node_id: int) -> str:
+        """Lock the directory, check or write ``meta.json``; returns the cluster id."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            lock = open(self.path / ".lock", "wb")  # noqa: SIM115 - held while running
+        except OSError as exc:
+            raise DataDirError(f"cannot use data dir {self.path}: {exc}") from None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise DataDirError(f"data dir {self.path} is in use by another kgroupd") from None
+        self._lock = lock
+        meta_path = self.path / "meta.json"
+        if meta_path.exists():
+            try:
+                meta: dict[str, Any] = json.loads(meta_path.read_text())
+            except ValueError as exc:
+                raise DataDirError(f"{meta_path}: not valid JSON ({exc})") from None
+            if meta.get("version", 0) > META_VERSION:
+                raise DataDirError(
+                    f"{meta_path}: format version {meta['version']} is newer than this "
+                    f"kgroupd reads ({META_VERSION})"
+                )
+            if meta["offsets_partitions"] != offsets_partitions:
+                raise DataDirError(
+                    f"data dir {self.path} was created with --offsets-partitions "
+                    f"{meta['offsets_partitions']}, not {offsets_partitions}: groups would "
+                    "move to other shards; start with the same value"
+                )
+            if cluster_id is not None and cluster_id != meta["cluster_id"]:
+                raise DataDirError(
+                    f"data dir {self.path} belongs to cluster {meta['cluster_id']}, "
+                    f"not {cluster_id}"
+                )
+            return str(meta["cluster_id"])
+        from broker.state import new_cluster_id
+
+        chosen = cluster_id or new_cluster_id()
+        tmp = meta_path.with_suffix(".tmp")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "version": META_VERSION,
+                    "cluster_id": chosen,
+                    "offsets_partitions": offsets_partitions,
+                    "node_id": node_id,
+                },
+                indent=2,
+            )
+        )
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, meta_path)
+        return chosen
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None

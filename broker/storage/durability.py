@@ -1,0 +1,102 @@
+"""What ``--data-dir`` adds to a running broker, in one place for the server to drive."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from broker.coordinator.records import OffsetCommitRecord, Record, RecordSink
+from broker.storage.coordinator_store import CoordinatorStore
+from broker.storage.datadir import DataDir
+from broker.storage.fsync import FsyncWorker
+from broker.storage.topic_store import TopicStore
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.coordinator import GroupCoordinator
+    from broker.log.producers import ProducerStateManager
+    from broker.log.topics import TopicManager
+
+
+class Durability:
+    def __init__(self, config: BrokerConfig, loop: asyncio.AbstractEventLoop) -> None:
+        assert config.data_dir is not None
+        self.config = config
+        self.datadir = DataDir(config.data_dir)
+        self.loop = loop
+        self.worker: FsyncWorker | None = None
+        self.topic_store: TopicStore | None = None
+        self.coordinator_store: CoordinatorStore | None = None
+        self.coordinator: GroupCoordinator | None = None
+
+    def open(
+        self, topics: TopicManager, producers: ProducerStateManager
+    ) -> tuple[str, dict[int, list[Record]]]:
+        """Lock and check the directory, load topic data; returns the cluster id and the
+        coordinator records per shard (for the shards to replay)."""
+        c = self.config
+        cluster_id = self.datadir.open(c.cluster_id, c.offsets_partitions, c.node_id)
+        self.worker = FsyncWorker(self.loop, c.fsync_mode, c.fsync_interval_ms)
+        self.topic_store = TopicStore(self.datadir.path, self.worker, c.recover)
+        self.topic_store.load(topics)
+        topics.store = self.topic_store
+        producers.restore_from(topics)
+        self.coordinator_store = CoordinatorStore(
+            self.datadir.path,
+            c.offsets_partitions,
+            self.worker,
+            c.snapshot_log_bytes,
+            c.recover,
+        )
+        return cluster_id, self.coordinator_store.load()
+
+    def sink_for(self, shard: int) -> RecordSink:
+        assert self.coordinator_store is not None
+        return self.coordinator_store.sink_for(shard)
+
+    def attach(self, coordinator: GroupCoordinator, records: dict[int, list[Record]]) -> None:
+        assert self.coordinator_store is not None
+        self.coordinator = coordinator
+        self.coordinator_store.offsets_of = self._offsets_of
+        for shard in coordinator.shards:
+            shard.load(records.get(shard.partition, ()))
+
+    def _offsets_of(self, partition: int) -> Iterator[Record]:
+        assert self.coordinator is not None
+        shard = self.coordinator.shards[partition]
+        for group_id, topics in shard.offsets.items():
+            for topic, parts in topics.items():
+                for p, o in parts.items():
+                    yield OffsetCommitRecord(
+                        group_id,
+                        topic,
+                        p,
+                        o.offset,
+                        o.leader_epoch,
+                        o.metadata,
+                        o.commit_timestamp_ms,
+                        o.expire_timestamp_ms,
+                    )
+
+    def state_synced(self) -> asyncio.Future[None] | None:
+        """After a coordinator write: under fsync=always, a future for it being on disk."""
+        assert self.coordinator_store is not None
+        return self.coordinator_store.flush()
+
+    def data_synced(self) -> asyncio.Future[None] | None:
+        """After a produce: under fsync=always, a future for the appended batches' fsync."""
+        assert self.worker is not None
+        return self.worker.sync()
+
+    async def close(self) -> None:
+        """Clean shutdown: snapshot the coordinator (before it unloads), fsync, unlock."""
+        assert self.coordinator_store is not None and self.coordinator is not None
+        final = self.coordinator_store.capture()
+        self.coordinator.shutdown()
+        await self.coordinator_store.finish(final)
+        if self.topic_store is not None:
+            self.topic_store.close()
+        if self.worker is not None:
+            self.worker.close()
+        self.datadir.close()

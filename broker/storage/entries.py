@@ -1,0 +1,89 @@
+"""Length-prefixed, CRC-32C-checked entries in a versioned file.
+
+A file starts with ``MAGIC`` (4 bytes), the format version (uint16) and the file kind
+(uint16). Each entry is ``uint32 length | uint32 crc32c(payload) | payload``.
+
+Reading tells a torn tail (the last entry incomplete or failing its CRC with nothing valid
+after it: a crash mid-write) from corruption (a damaged entry followed by more data).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+MAGIC = b"KGRD"
+FORMAT_VERSION = 1
+KIND_RECORD_LOG = 1
+KIND_SNAPSHOT = 2
+FILE_HEADER = struct.Struct(">4sHH")
+ENTRY_HEADER = struct.Struct(">II")
+MAX_ENTRY = 64 * 1024 * 1024
+
+
+class StorageError(Exception):
+    """A data file cannot be used as it is; the message names the file and the offset."""
+
+
+def file_header(kind: int) -> bytes:
+    return FILE_HEADER.pack(MAGIC, FORMAT_VERSION, kind)
+
+
+def entry(payload: bytes) -> bytes:
+    return ENTRY_HEADER.pack(len(payload), crc32c(payload)) + payload
+
+
+@dataclass
+class ScanResult:
+    payloads: list[bytes] = field(default_factory=list)
+    valid_end: int = 0  # offset just past the last good entry
+    torn_at: int | None = None  # a torn tail starts here (cut it off)
+    corrupt_at: int | None = None  # damage with data after it starts here
+    dropped_bytes: int = 0  # bytes after valid_end
+
+
+def scan(path: str, data: bytes, kind: int) -> ScanResult:
+    """Read every entry. Raises ``StorageError`` for a bad header or a future version."""
+    if len(data) < FILE_HEADER.size:
+        # A file cut inside its own header was never written past it: a torn tail.
+        return ScanResult(valid_end=0, torn_at=0, dropped_bytes=len(data))
+    magic, version, file_kind = FILE_HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise StorageError(f"{path}: not a kgroupd data file (magic {magic!r})")
+    if version > FORMAT_VERSION:
+        raise StorageError(
+            f"{path}: format version {version} is newer than this kgroupd reads "
+            f"({FORMAT_VERSION}); upgrade kgroupd"
+        )
+    if file_kind != kind:
+        raise StorageError(f"{path}: file kind {file_kind}, expected {kind}")
+    result = ScanResult()
+    pos = FILE_HEADER.size
+    end = len(data)
+    while pos < end:
+        if end - pos < ENTRY_HEADER.size:
+            result.torn_at = pos
+            break
+        length, crc = ENTRY_HEADER.unpack_from(data, pos)
+        start = pos + ENTRY_HEADER.size
+        if length > MAX_ENTRY or start + length > end:
+            # Runs past the end: torn if nothing could follow, else a damaged length.
+            if start + length > end and length <= MAX_ENTRY:
+                result.torn_at = pos
+            else:
+                result.corrupt_at = pos
+            break
+        payload = data[start : start + length]
+        if crc32c(payload) != crc:
+            if start + length == end:
+                result.torn_at = pos  # the very last entry, half written
+            else:
+                result.corrupt_at = pos
+            break
+        result.payloads.append(payload)
+        pos = start + length
+    result.valid_end = pos  # a damaged entry stops the scan where it starts
+    result.dropped_bytes = end - result.valid_end
+    return result

@@ -1,0 +1,97 @@
+"""fsync off the event loop, with group commit.
+
+Writes happen on the event loop (``os.write`` into the page cache, which a killed process
+does not lose). Making them durable is this thread's job: under ``always`` a caller gets a
+future that resolves once every file written so far is fsynced; whatever arrives while an
+fsync runs is covered by the next one, so one fsync serves many requests. Under
+``interval`` the thread fsyncs dirty files every interval; under ``never`` it does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import structlog
+
+log = structlog.get_logger("kgroupd.storage")
+
+ALWAYS, INTERVAL, NEVER = "always", "interval", "never"
+FSYNC_MODES = (ALWAYS, INTERVAL, NEVER)
+
+
+class FsyncWorker:
+    def __init__(self, loop: asyncio.AbstractEventLoop, mode: str, interval_ms: int) -> None:
+        if mode not in FSYNC_MODES:
+            raise ValueError(f"fsync mode must be one of {FSYNC_MODES}, not {mode!r}")
+        self.loop = loop
+        self.mode = mode
+        self.interval_s = interval_ms / 1000.0
+        self._cond = threading.Condition()
+        self._dirty: set[int] = set()
+        self._waiters: list[asyncio.Future[None]] = []
+        self._stopping = False
+        self.fsyncs = 0
+        self._thread = threading.Thread(target=self._run, name="kgroupd-fsync", daemon=True)
+        self._thread.start()
+
+    def dirty(self, fd: int) -> None:
+        """``fd`` was written to; under ``interval`` it is fsynced at the next tick."""
+        if self.mode == NEVER:
+            return
+        with self._cond:
+            self._dirty.add(fd)
+
+    def sync(self) -> asyncio.Future[None] | None:
+        """Under ``always``: a future for when everything written so far is on disk."""
+        if self.mode != ALWAYS:
+            return None
+        fut: asyncio.Future[None] = self.loop.create_future()
+        with self._cond:
+            self._waiters.append(fut)
+            self._cond.notify()
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self.mode == ALWAYS:
+                    while not self._waiters and not self._stopping:
+                        self._cond.wait()
+                elif not self._stopping:
+                    self._cond.wait(self.interval_s)
+                fds, self._dirty = self._dirty, set()
+                waiters, self._waiters = self._waiters, []
+                stopping = self._stopping
+            error: OSError | None = None
+            for fd in fds:
+                try:
+                    os.fsync(fd)
+                except OSError as exc:  # a closed fd (file rolled or deleted) needs no sync
+                    if exc.errno != 9:
+                        error = exc
+                        log.error("fsync_failed", error=str(exc))
+            if fds:
+                self.fsyncs += 1
+            if waiters:
+                self.loop.call_soon_threadsafe(_resolve, waiters, error)
+            if stopping:
+                return
+
+    def close(self) -> None:
+        """Fsync what is dirty and stop the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()
+
+
+def _resolve(waiters: list[asyncio.Future[None]], error: OSError | None) -> None:
+    for fut in waiters:
+        if fut.done():
+            continue
+        if error is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(error)

@@ -1,0 +1,212 @@
+"""Topic data on disk: ``topics.json`` and one directory of segment files per partition.
+
+A segment is the partition's record batches back to back, exactly as stored (base offset
+rewritten), named after its first offset. Batches are self-delimiting and carry their own
+CRC-32C, so start-up rebuilds the in-memory offset index by reading batch headers, cutting
+a torn tail and refusing (or, with ``--recover``, cutting at) damage elsewhere. Retention
+deletes whole segments once every batch in them is below the log start offset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.storage.entries import StorageError
+from broker.storage.fsync import FsyncWorker
+from protocol.records import HEADER_SIZE, CorruptBatch, InvalidBatch, check_crc, parse_header
+
+if TYPE_CHECKING:
+    from broker.log.partition import PartitionLog
+    from broker.log.topics import TopicManager
+
+log = structlog.get_logger("kgroupd.storage")
+
+
+@dataclass
+class Segment:
+    base_offset: int
+    path: Path
+    size: int = 0
+    last_offset: int = -1
+
+
+@dataclass
+class PartitionStore:
+    """The segment files of one partition; the last one is open for appends."""
+
+    directory: Path
+    worker: FsyncWorker
+    segment_bytes: int
+    segments: list[Segment] = field(default_factory=list)
+    fd: int = -1
+
+    def append(self, batch: bytes, base_offset: int, last_offset: int) -> None:
+        if not self.segments or (
+            self.segments[-1].size > 0 and self.segments[-1].size + len(batch) > self.segment_bytes
+        ):
+            self._roll(base_offset)
+        seg = self.segments[-1]
+        os.write(self.fd, batch)
+        seg.size += len(batch)
+        seg.last_offset = last_offset
+        self.worker.dirty(self.fd)
+
+    def _roll(self, base_offset: int) -> None:
+        if self.fd >= 0:
+            self.worker.dirty(self.fd)
+            os.close(self.fd)  # the fsync thread tolerates an fd closed under it
+        path = self.directory / f"{base_offset:020d}.log"
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.segments.append(Segment(base_offset, path))
+
+    def delete_below(self, log_start_offset: int) -> int:
+        """Delete whole segments entirely below ``log_start_offset`` (never the active one)."""
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[0].last_offset < log_start_offset:
+            self.segments.pop(0).path.unlink(missing_ok=True)
+            deleted += 1
+        return deleted
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.fsync(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+
+
+class TopicStore:
+    def __init__(self, root: Path, worker: FsyncWorker, recover: bool) -> None:
+        self.root = root
+        self.dir = root / "topics"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.worker = worker
+        self.recover = recover
+        self.partitions: dict[tuple[str, int], PartitionStore] = {}
+
+    # --- topics.json -----------------------------------------------------------------------
+    def save_topics(self, topics: TopicManager) -> None:
+        """Write the topic table atomically (temp file, fsync, rename, fsync the dir)."""
+        table = {
+            name: {
+                "partitions": len(t.partitions),
+                "configs": t.configs,
+                "topic_id": str(t.topic_id),
+            }
+            for name, t in topics.topics.items()
+        }
+        path = self.root / "topics.json"
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"version": 1, "topics": table}, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def attach(self, log: PartitionLog, segment_bytes: int) -> PartitionStore:
+        directory = self.dir / f"{log.topic}-{log.partition}"
+        directory.mkdir(parents=True, exist_ok=True)
+        store = PartitionStore(directory, self.worker, segment_bytes)
+        self.partitions[(log.topic, log.partition)] = store
+        log.store = store
+        return store
+
+    def drop_topic(self, name: str, partitions: int) -> None:
+        for p in range(partitions):
+            store = self.partitions.pop((name, p), None)
+            if store is not None and store.fd >= 0:
+                os.close(store.fd)
+                store.fd = -1
+            shutil.rmtree(self.dir / f"{name}-{p}", ignore_errors=True)
+
+    # --- start-up --------------------------------------------------------------------------
+    def load(self, topics: TopicManager) -> None:
+        """Recreate every topic and partition log from disk."""
+        path = self.root / "topics.json"
+        if not path.exists():
+            return
+        table = json.loads(path.read_text())
+        if table.get("version", 0) > 1:
+            raise StorageError(
+                f"{path}: format version {table['version']} is newer than this kgroupd reads (1)"
+            )
+        for name, spec in table["topics"].items():
+            topic = topics.create(name, spec["partitions"], spec["configs"])
+            topic.topic_id = uuid.UUID(spec["topic_id"])
+            segment_bytes = int(topic.config("segment.bytes"))
+            for plog in topic.partitions:
+                store = self.attach(plog, segment_bytes)
+                self._load_partition(plog, store)
+
+    def _load_partition(self, plog: PartitionLog, store: PartitionStore) -> None:
+        files = sorted(store.directory.glob("*.log"))
+        damaged = False
+        for i, path in enumerate(files):
+            if damaged:
+                log.warning("segment_dropped_after_damage", file=str(path))
+                path.unlink()
+                continue
+            seg = Segment(int(path.stem), path)
+            data = path.read_bytes()
+            pos, end = 0, len(data)
+            while pos < end:
+                problem = None
+                try:
+                    header = parse_header(data, pos)
+                    if header.length < HEADER_SIZE or header.magic != 2:
+                        raise InvalidBatch("bad batch length or magic")
+                    if pos + header.length > end:
+                        problem = "torn"
+                    else:
+                        check_crc(data, pos, header)
+                except CorruptBatch:
+                    problem = "torn" if pos + header.length == end else "corrupt"
+                except InvalidBatch:
+                    problem = "torn" if end - pos < HEADER_SIZE else "corrupt"
+                if problem is not None:
+                    last_file = i == len(files) - 1
+                    if problem == "torn" and last_file:
+                        log.warning(
+                            "torn_tail_cut", file=str(path), offset=pos, bytes_dropped=end - pos
+                        )
+                    elif not self.recover:
+                        raise StorageError(
+                            f"{path}: damaged record batch at byte offset {pos} "
+                            f"({end - pos} bytes from there on); start with --recover to keep "
+                            "what precedes the damage and drop the rest"
+                        )
+                    else:
+                        log.warning(
+                            "recovered_damaged_file",
+                            file=str(path),
+                            offset=pos,
+                            bytes_dropped=end - pos,
+                        )
+                        damaged = True
+                    os.truncate(path, pos)
+                    break
+                batch = data[pos : pos + header.length]
+                plog.restore(batch, header)
+                seg.size += header.length
+                seg.last_offset = header.base_offset + header.last_offset_delta
+                pos += header.length
+            store.segments.append(seg)
+        if store.segments:
+            plog.log_start_offset = plog.batches[0].base_offset if plog.batches else 0
+            store.fd = os.open(store.segments[-1].path, os.O_WRONLY | os.O_APPEND)
+
+    def close(self) -> None:
+        for store in self.partitions.values():
+            store.close()
