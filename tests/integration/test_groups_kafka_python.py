@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import queue
 import threading
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -33,6 +32,7 @@ from aiokafka import AIOKafkaProducer
 from broker.config import TopicSpec
 from broker.server import KafkaServer
 from broker.testing import running_server
+from tests.support.rebalance_log import CallbackLog
 
 # kafka-python 3.0 reads its message schemas with importlib.resources.read_text (which calls
 # open_text), deprecated in Python 3.11 and 3.12 (un-deprecated in 3.13), as its modules load.
@@ -73,55 +73,6 @@ async def admin(bootstrap: str) -> AsyncIterator[KafkaAdminClient]:
 
 
 # --- the shared callback log -------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Event:
-    at: float  # time.monotonic(), taken under the log's lock: the list is in time order
-    member: str
-    kind: str  # "assigned" | "revoked"
-    partitions: frozenset[int]
-
-
-class CallbackLog:
-    """Rebalance listener calls of every member of a group, in the order they happened."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: list[Event] = []
-
-    def record(self, member: str, kind: str, partitions: Iterable[TopicPartition]) -> None:
-        with self._lock:
-            parts = frozenset(p.partition for p in partitions)
-            self._events.append(Event(time.monotonic(), member, kind, parts))
-
-    def events(self) -> list[Event]:
-        with self._lock:
-            return list(self._events)
-
-    def owned(self) -> dict[str, frozenset[int]]:
-        """Each member's partitions after replaying every event; raises on any overlap."""
-        owner: dict[int, str] = {}
-        last = 0.0
-        for e in self.events():
-            assert e.at >= last, f"log out of time order at {e}"
-            last = e.at
-            for p in sorted(e.partitions):
-                if e.kind == "assigned":
-                    assert p not in owner, (
-                        f"partition {p} assigned to {e.member} while {owner[p]} owns it: {e}"
-                    )
-                    owner[p] = e.member
-                else:
-                    assert owner.get(p) == e.member, (
-                        f"{e.member} revoked partition {p} it does not own (owner "
-                        f"{owner.get(p)}): {e}"
-                    )
-                    del owner[p]
-        out: dict[str, set[int]] = {}
-        for p, m in owner.items():
-            out.setdefault(m, set()).add(p)
-        return {m: frozenset(ps) for m, ps in out.items()}
 
 
 class LoggingListener(ConsumerRebalanceListener):
