@@ -94,6 +94,7 @@ class CoordinatorStore:
         self._dirty: set[int] = set()
         self._flush_scheduled = False
         self._unsynced = False
+        self._last_sync: asyncio.Future[None] | None = None
         self.closed = False
         self._snapshot_tasks: set[asyncio.Future[None]] = set()
         # Set by the broker: the live offsets of a shard, as records (for snapshots).
@@ -232,10 +233,13 @@ class CoordinatorStore:
         """Write what was emitted; under fsync=always, a future for its fsync."""
         self._write()
         if not self._unsynced:
-            return None
+            # Nothing new, but what this caller emitted may be in an fsync still running.
+            last = self._last_sync
+            return last if last is not None and not last.done() else None
         fut = self.worker.sync()
         if fut is not None:
             self._unsynced = False
+            self._last_sync = fut
         return fut
 
     # --- snapshots -------------------------------------------------------------------------

@@ -69,16 +69,17 @@ def scan(path: str, data: bytes, kind: int) -> ScanResult:
         length, crc = ENTRY_HEADER.unpack_from(data, pos)
         start = pos + ENTRY_HEADER.size
         if length > MAX_ENTRY or start + length > end:
-            # Runs past the end: torn if nothing could follow, else a damaged length.
-            if start + length > end and length <= MAX_ENTRY:
-                result.torn_at = pos
-            else:
+            # Runs past the end. A crash mid-write leaves a final entry cut short; a damaged
+            # length in the middle of the file leaves good entries after it.
+            if _good_entry_after(data, pos + 1, end):
                 result.corrupt_at = pos
+            else:
+                result.torn_at = pos
             break
         payload = data[start : start + length]
         if crc32c(payload) != crc:
-            if start + length == end:
-                result.torn_at = pos  # the very last entry, half written
+            if start + length == end or not _good_entry_after(data, pos + 1, end):
+                result.torn_at = pos  # the last entry, half written
             else:
                 result.corrupt_at = pos
             break
@@ -87,3 +88,14 @@ def scan(path: str, data: bytes, kind: int) -> ScanResult:
     result.valid_end = pos  # a damaged entry stops the scan where it starts
     result.dropped_bytes = end - result.valid_end
     return result
+
+
+def _good_entry_after(data: bytes, pos: int, end: int) -> bool:
+    """Whether a complete entry with a matching CRC starts anywhere in ``data[pos:end]``."""
+    header = ENTRY_HEADER.size
+    for at in range(pos, end - header + 1):
+        length, crc = ENTRY_HEADER.unpack_from(data, at)
+        stop = at + header + length
+        if length and stop <= end and crc32c(data[at + header : stop]) == crc:
+            return True
+    return False

@@ -161,6 +161,7 @@ class TopicStore:
             seg = Segment(int(path.stem), path)
             data = path.read_bytes()
             pos, end = 0, len(data)
+            expected = seg.base_offset
             while pos < end:
                 problem = None
                 try:
@@ -168,11 +169,15 @@ class TopicStore:
                     if header.length < HEADER_SIZE or header.magic != 2:
                         raise InvalidBatch("bad batch length or magic")
                     if pos + header.length > end:
-                        problem = "torn"
+                        # Cut short by a crash, or a damaged length with batches after it.
+                        problem = "corrupt" if _good_batch_after(data, pos + 1) else "torn"
                     else:
                         check_crc(data, pos, header)
+                        if header.base_offset != expected:  # outside the CRC: check it here
+                            problem = "corrupt"
                 except CorruptBatch:
-                    problem = "torn" if pos + header.length == end else "corrupt"
+                    last = pos + header.length == end
+                    problem = "torn" if last or not _good_batch_after(data, pos + 1) else "corrupt"
                 except InvalidBatch:
                     problem = "torn" if end - pos < HEADER_SIZE else "corrupt"
                 if problem is not None:
@@ -202,6 +207,7 @@ class TopicStore:
                 seg.size += header.length
                 seg.last_offset = header.base_offset + header.last_offset_delta
                 pos += header.length
+                expected = seg.last_offset + 1
             store.segments.append(seg)
         if store.segments:
             plog.log_start_offset = plog.batches[0].base_offset if plog.batches else 0
@@ -210,3 +216,23 @@ class TopicStore:
     def close(self) -> None:
         for store in self.partitions.values():
             store.close()
+
+
+def _good_batch_after(data: bytes, pos: int) -> bool:
+    """Whether a complete record batch with a matching CRC starts anywhere after ``pos``."""
+    end = len(data)
+    for at in range(pos, end - HEADER_SIZE + 1):
+        if data[at + 16] != 2:  # magic
+            continue
+        try:
+            header = parse_header(data, at)
+        except InvalidBatch:
+            return False
+        if header.length < HEADER_SIZE or at + header.length > end:
+            continue
+        try:
+            check_crc(data, at, header)
+        except CorruptBatch:
+            continue
+        return True
+    return False
