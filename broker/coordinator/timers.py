@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -99,7 +100,9 @@ class LoopTimers:
         self._live: dict[str, _Entry] = {}
 
     def now_ms(self) -> int:
-        return int(self._loop.time() * 1000)
+        # Wall-clock time, as Kafka's: it stamps commits and group state that are persisted
+        # and compared after a restart. Deadlines below use the loop's monotonic clock.
+        return int(time.time() * 1000)
 
     def schedule(self, key: str, delay_ms: int, op: Op) -> None:
         due = self._loop.time() + max(delay_ms, 0) / 1000.0

@@ -118,18 +118,21 @@ def handle_offset_fetch(ctx: RequestContext, req: Fields) -> Fields:
 
 
 @handler(47, 0, 0)
-def handle_offset_delete(ctx: RequestContext, req: Fields) -> Fields:
+def handle_offset_delete(ctx: RequestContext, req: Fields) -> Fields | Any:
     cmd = OffsetDelete(
         req["group_id"], tuple((t["topic"], tuple(t["partitions"])) for t in req["topics"])
     )
     result = ctx.broker.coordinator.delete_offsets(cmd)
-    return {
-        "error_code": int(result.error),
-        "topics": [
-            {
-                "topic": name,
-                "partitions": [{"partition": p, "error_code": int(code)} for p, code in parts],
-            }
-            for name, parts in result.topics
-        ],
-    }
+    return when_durable(
+        ctx.broker.state_synced(),
+        {
+            "error_code": int(result.error),
+            "topics": [
+                {
+                    "topic": name,
+                    "partitions": [{"partition": p, "error_code": int(code)} for p, code in parts],
+                }
+                for name, parts in result.topics
+            ],
+        },
+    )

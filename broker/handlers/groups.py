@@ -27,6 +27,7 @@ from broker.coordinator import (
     SyncGroup,
     SyncGroupResult,
 )
+from broker.handlers.group_offsets import when_durable
 from broker.handlers.registry import Fields, RequestContext, handler
 from protocol.errors import ErrorCode
 from protocol.fast import decode_heartbeat, encode_error_only
@@ -251,8 +252,12 @@ def handle_list_groups(ctx: RequestContext, req: Fields) -> Fields:
 
 
 @handler(42, 0, 1)
-def handle_delete_groups(ctx: RequestContext, req: Fields) -> Fields:
+def handle_delete_groups(ctx: RequestContext, req: Fields) -> Fields | Any:
     result = ctx.broker.coordinator.delete_groups(
         DeleteGroups(tuple(req.get("groups_names") or ()))
     )
-    return {"results": [{"group_id": gid, "error_code": int(code)} for gid, code in result.results]}
+    reply = {
+        "results": [{"group_id": gid, "error_code": int(code)} for gid, code in result.results]
+    }
+    # The tombstones are durable before the answer (--fsync always).
+    return when_durable(ctx.broker.state_synced(), reply)

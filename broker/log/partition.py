@@ -103,6 +103,14 @@ class PartitionLog:
             i += 1
         return parts, total
 
+    def drop_below(self, log_start_offset: int) -> None:
+        """Start-up: forget batches wholly below a checkpointed log start offset."""
+        while len(self.batches) > 1 and self.batches[0].last_offset < log_start_offset:
+            head = self.batches.pop(0)
+            self._bases.pop(0)
+            self.size_bytes -= len(head.data)
+        self.log_start_offset = max(self.log_start_offset, log_start_offset)
+
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """First batch whose max timestamp reaches ``timestamp``: (base offset, batch index)."""
         for i in range(self.find(self.log_start_offset), len(self.batches)):

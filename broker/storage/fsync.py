@@ -30,6 +30,7 @@ class FsyncWorker:
         self.interval_s = interval_ms / 1000.0
         self._cond = threading.Condition()
         self._dirty: set[int] = set()
+        self._retired: list[int] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._stopping = False
         self.fsyncs = 0
@@ -42,6 +43,17 @@ class FsyncWorker:
             return
         with self._cond:
             self._dirty.add(fd)
+
+    def retire(self, fd: int) -> None:
+        """A file the loop is done writing (a rolled segment): the thread fsyncs it (unless
+        ``never``) in its next round, before any waiter of that round is answered, then
+        closes it."""
+        if self.mode == NEVER:
+            os.close(fd)
+            return
+        with self._cond:
+            self._dirty.discard(fd)
+            self._retired.append(fd)
 
     def sync(self) -> asyncio.Future[None] | None:
         """Under ``always``: a future for when everything written so far is on disk."""
@@ -62,9 +74,18 @@ class FsyncWorker:
                 elif not self._stopping:
                     self._cond.wait(self.interval_s)
                 fds, self._dirty = self._dirty, set()
+                retired, self._retired = self._retired, []
                 waiters, self._waiters = self._waiters, []
                 stopping = self._stopping
             error: OSError | None = None
+            for fd in retired:
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    error = exc
+                    log.error("fsync_failed", error=str(exc))
+                finally:
+                    os.close(fd)
             for fd in fds:
                 try:
                     os.fsync(fd)
@@ -72,7 +93,7 @@ class FsyncWorker:
                     if exc.errno != 9:
                         error = exc
                         log.error("fsync_failed", error=str(exc))
-            if fds:
+            if fds or retired:
                 self.fsyncs += 1
             if waiters:
                 self.loop.call_soon_threadsafe(_resolve, waiters, error)

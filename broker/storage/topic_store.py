@@ -61,14 +61,19 @@ class PartitionStore:
 
     def _roll(self, base_offset: int) -> None:
         if self.fd >= 0:
-            self.worker.dirty(self.fd)
-            os.close(self.fd)  # the fsync thread tolerates an fd closed under it
+            self.worker.retire(self.fd)  # fsynced (before any waiter is answered), then closed
         path = self.directory / f"{base_offset:020d}.log"
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.segments.append(Segment(base_offset, path))
 
     def delete_below(self, log_start_offset: int) -> int:
-        """Delete whole segments entirely below ``log_start_offset`` (never the active one)."""
+        """Record the new log start (as Kafka's log-start-offset checkpoint: the segment that
+        holds it may keep older batches) and delete whole segments entirely below it (never
+        the active one)."""
+        path = self.directory / "log-start-offset"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(str(log_start_offset))
+        os.replace(tmp, path)
         deleted = 0
         while len(self.segments) > 1 and self.segments[0].last_offset < log_start_offset:
             self.segments.pop(0).path.unlink(missing_ok=True)
@@ -209,8 +214,12 @@ class TopicStore:
                 pos += header.length
                 expected = seg.last_offset + 1
             store.segments.append(seg)
+        checkpoint = store.directory / "log-start-offset"
+        if checkpoint.exists():
+            plog.drop_below(int(checkpoint.read_text()))
         if store.segments:
-            plog.log_start_offset = plog.batches[0].base_offset if plog.batches else 0
+            if plog.batches:
+                plog.log_start_offset = max(plog.log_start_offset, plog.batches[0].base_offset)
             store.fd = os.open(store.segments[-1].path, os.O_WRONLY | os.O_APPEND)
 
     def close(self) -> None:
