@@ -213,6 +213,7 @@ class BrokerProcess:
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     started_in: float = 0.0  # seconds from spawn to the first accepted connection
+    spawned_at: float = 0.0  # time.perf_counter() just before the last spawn
     extra: list[str] = field(default_factory=list)
     command: Callable[[int], list[str]] | None = None  # argv for a port; default by kind
 
@@ -222,7 +223,7 @@ class BrokerProcess:
             self.log_path = CACHE.parent / f"bench-{self.kind}-{self.port}.log"
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log_path, "wb") as logf:
-                t0 = time.perf_counter()
+                t0 = self.spawned_at = time.perf_counter()
                 env, cwd = process_env(self.kind)
                 self.proc = subprocess.Popen(
                     [*(self.command or partial(command_for, self.kind))(self.port), *self.extra],
@@ -249,7 +250,8 @@ class BrokerProcess:
     def rss_mib(self) -> float:
         return rss_mib(self.pid)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             if proc is not None:
@@ -257,9 +259,17 @@ class BrokerProcess:
             return
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL at once (a crash: nothing is flushed or snapshotted)."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
             proc.wait()
 
     def cleanup_log(self) -> None:
@@ -459,3 +469,91 @@ def uvloop_run(coro: Any) -> Any:
 
         return asyncio.run(coro)
     return uvloop.run(coro)
+
+
+# ---------------------------------------------------------------------------------------
+# profiling a broker subprocess
+
+
+def py_spy_start(pid: int, out: Path, rate: int = 250) -> subprocess.Popen[bytes]:
+    """Sample process ``pid`` with py-spy (raw collapsed stacks into ``out``) until stopped."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    proc = subprocess.Popen(
+        [exe, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(0.5)  # attached
+    return proc
+
+
+def child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def py_spy_command(out: Path, command: list[str], rate: int = 250) -> list[str]:
+    """``command`` run under py-spy from its first instruction (to profile a start-up)."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return [exe, "record", "-r", str(rate), "-f", "raw", "-o", str(out), "--", *command]
+
+
+def py_spy_stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+IDLE_FRAMES = ("Condition.wait", "Event.wait", "_worker (concurrent", "SimpleQueue.get")
+
+
+def py_spy_summary(path: Path, top: int = 12, idle: Sequence[str] = IDLE_FRAMES) -> list[str]:
+    """The busiest functions of a raw py-spy profile, as shares of the main thread's busy
+    samples (inclusive, then self). py-spy already leaves out a thread waiting in epoll;
+    samples of helper threads (the fsync thread, executors: stacks from
+    ``Thread._bootstrap``) are counted apart, with their top frames, since they mostly
+    wait in a system call that releases the GIL."""
+    import collections
+
+    inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    helpers: collections.Counter[str] = collections.Counter()
+    total = 0
+    idle_n = 0
+    with open(path) as f:
+        for raw in f:
+            stack, _, n_s = raw.rstrip().rpartition(" ")
+            if not n_s.isdigit() or not stack:
+                continue
+            n = int(n_s)
+            frames = stack.split(";")
+            if any(marker in frames[-1] for marker in idle):
+                idle_n += n
+                continue
+            if any("Thread._bootstrap" in fr for fr in frames):
+                helpers[frames[-1]] += n
+                continue
+            total += n
+            for fr in set(frames):
+                inclusive[fr] += n
+            own[frames[-1]] += n
+    lines = [
+        f"{total} main-thread samples; helper threads {sum(helpers.values())} busy, {idle_n} idle"
+    ]
+    for fr, n in helpers.most_common(3):
+        lines.append(f"  helper thread, {n} samples in {fr}")
+    if not total:
+        return lines
+    lines.append("inclusive:")
+    lines += [f"  {n / total:6.1%}  {fr}" for fr, n in inclusive.most_common(top)]
+    lines.append("self:")
+    lines += [f"  {n / total:6.1%}  {fr}" for fr, n in own.most_common(top)]
+    return lines
