@@ -214,13 +214,13 @@ async def throughput(args: argparse.Namespace, scratch: Path, lines: list[str]) 
     for mode in MODES:
         rs = results[mode]
         commits = [r.commits.per_s for r in rs]
-        mbs = [r.produce_mbs for r in rs]
+        speeds = [r.produce_mbs for r in rs]
         label = "in memory" if mode == "memory" else f"`--fsync {mode}`"
         lines.append(
             f"| {label} | **{bg.spread(commits)}** | {h.median(commits) / mem_commits:.2f}"
             f" | {h.median([r.commits.broker_cpu for r in rs]):.0%}"
             f" | {h.median([r.commits.broker_cpu / r.commits.per_s * 1e6 for r in rs]):.0f}"
-            f" | **{bg.spread(mbs, '{:.1f}')}** | {h.median(mbs) / mem_mbs:.2f}"
+            f" | **{bg.spread(speeds, '{:.1f}')}** | {h.median(speeds) / mem_mbs:.2f}"
             f" | {h.median([r.produce_cpu for r in rs]):.0%}"
             f" | {h.median([r.produce_cpu / r.produce_mbs * 1e3 for r in rs]):.1f} |"
         )
@@ -410,9 +410,15 @@ def first_offset_readable(port: int, deadline: float) -> None:
             time.sleep(0.002)
 
 
+# Every log file of the restart broker (each start gets a new port, hence a new log file).
+RESTART_LOGS: list[Path] = []
+
+
 def timed_start(b: h.BrokerProcess) -> tuple[float, float]:
     """Start ``b``; seconds from spawn to the first accept and to the first offset read."""
     b.start(timeout=120)
+    if b.log_path is not None:
+        RESTART_LOGS.append(b.log_path)
     first = b.spawned_at
     accept = b.started_in
     first_offset_readable(b.port, time.perf_counter() + 60)
@@ -452,6 +458,8 @@ async def restart(args: argparse.Namespace, scratch: Path, lines: list[str]) -> 
     ok = False
     try:
         b.start(timeout=30)
+        if b.log_path is not None:
+            RESTART_LOGS.append(b.log_path)
         h.create_topic(b.port, LOG_TOPIC, LOG_PARTITIONS)
         total = args.restart_groups * args.partitions_per_commit
         print(f"  committing {total:,} offsets", file=sys.stderr)
@@ -508,7 +516,8 @@ async def restart(args: argparse.Namespace, scratch: Path, lines: list[str]) -> 
     finally:
         b.stop()
         if ok:
-            b.cleanup_log()
+            for path in RESTART_LOGS:
+                path.unlink(missing_ok=True)
     med = h.median(firsts)
     lines += [
         "",

@@ -9,8 +9,10 @@ The clients are raw asyncio connections (uvloop, ``asyncio.Protocol``) sending f
 before the clock starts (``protocol.messages`` structs plus request header v1; per-round
 fields such as the generation are patched into the bytes), so the client's cost stays small:
 JoinGroup v1 (no MEMBER_ID_REQUIRED round trip), SyncGroup v1, Heartbeat v1, OffsetCommit v2.
-kgroupd runs with ``--initial-rebalance-delay-ms 0``; Tansu cannot be told to skip its own
-initial delay, so its rounds take ~15-18 s and are kept few.
+kgroupd runs with ``--initial-rebalance-delay-ms 0``. Tansu cannot be told to skip its own
+wait: a round there takes half the rebalance timeout plus ~1 s whatever the group size (16 s
+with the default ``--session-ms 30000``, used as both session and rebalance timeout), so its
+rounds are few (``--tansu-rounds``) and only up to ``--tansu-max-members`` members.
 
 * rebalance: N members (one connection each, as real consumers) form a Stable group; then, per
   round, all N rejoin at once with a changed subscription (so every rejoin counts, whatever
@@ -28,7 +30,13 @@ initial delay, so its rounds take ~15-18 s and are kept few.
   end. Target: RSS under 1 GiB. kgroupd only.
 
 Every answer is checked (error codes, generations, member counts), so a broker that refuses
-work cannot look fast. Load averages are printed with each table. Figures: BENCHMARKS.md.
+work cannot look fast. Load averages are printed with each table; the "broker CPU-µs per
+request" column (broker CPU time over answers) moves less with background load than the rate.
+
+``--py-spy DIR`` samples kgroupd during each case and prints where its time went.
+``--in-process commit-1,commit-8,heartbeat,rebalance-N`` instead drives a KafkaServer in
+this process without sockets (as profile_hotpath.py does) and prints the broker's CPU time
+per request or per round (with ``--py-spy DIR``, its profile). Figures: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -408,7 +416,7 @@ class Member(Conn):
             g.synced += 1
             if g.synced == len(g.members):
                 g.last_answer = time.perf_counter()
-                if not g.round_done.done():
+                if g.round_done is not None and not g.round_done.done():
                     g.round_done.set_result(None)
 
 
@@ -429,8 +437,8 @@ class GroupRun:
     leader_sync: bytes = b""
     synced: int = 0
     last_answer: float = 0.0
-    round_done: asyncio.Future[None] | None = None  # type: ignore[assignment]
-    problem: asyncio.Future[str] | None = None  # type: ignore[assignment]
+    round_done: asyncio.Future[None] | None = None
+    problem: asyncio.Future[str] | None = None
 
     def metadata(self) -> bytes:
         return subscription(TOPIC, b"round-%d" % self.variant)
@@ -1039,7 +1047,7 @@ def in_process_main(args: argparse.Namespace) -> None:
 def _transport_class() -> Any:
     import profile_hotpath as ph
 
-    class Capture(ph.FakeTransport):  # type: ignore[misc]
+    class Capture(ph.FakeTransport):
         """Counts like profile_hotpath's fake transport; keeps the bytes when ``keep``."""
 
         def __init__(self, protocol: Any) -> None:
