@@ -6,7 +6,7 @@ import asyncio
 import base64
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.coordinator import CoordinatorConfig, GroupCoordinator, RecordSink, Timers
@@ -33,9 +33,6 @@ class Broker:
         self.coordinator: GroupCoordinator = None  # type: ignore[assignment]
         self.advertised_host = config.advertised_host or config.host
         self.advertised_port = config.advertised_port or config.port
-        # Caches keyed by (topics version, request shape); cleared when topics change.
-        self.cache: dict[Any, bytes] = {}
-        self._cache_version = -1
         # Under --data-dir (set by the server): broker.storage.durability.Durability.
         self.durability: Durability | None = None
 
@@ -75,9 +72,3 @@ class Broker:
 
     def bound(self, port: int) -> None:
         self.advertised_host, self.advertised_port = self.config.advertised(port)
-
-    def cached(self, key: Any) -> bytes | None:
-        if self._cache_version != self.topics.version:
-            self.cache.clear()
-            self._cache_version = self.topics.version
-        return self.cache.get(key)

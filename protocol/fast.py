@@ -63,7 +63,6 @@ class Chunks(list[bytes]):
 
 _FETCH_TOP_V4 = struct.Struct(">i")  # throttle_time_ms
 _FETCH_TOP_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
-_I32_ONLY = _I32
 _PART_V4 = struct.Struct(">ihqqi")  # index, error, high watermark, last stable, aborted (null)
 _PART_V5 = struct.Struct(">ihqqqi")  # ... log start offset, aborted (null)
 _PART_V11 = struct.Struct(">ihqqqii")  # ... aborted (null), preferred read replica
@@ -89,10 +88,10 @@ def encode_fetch_response(
         out.append(_FETCH_TOP_V7.pack(0, error_code, session_id))
     else:
         out.append(_FETCH_TOP_V4.pack(0))
-    out.append(_I32_ONLY.pack(len(topics)))
+    out.append(_I32.pack(len(topics)))
     for name, parts in topics:
         raw = name.encode()
-        out.append(_I16.pack(len(raw)) + raw + _I32_ONLY.pack(len(parts)))
+        out.append(_I16.pack(len(raw)) + raw + _I32.pack(len(parts)))
         for index, error, hw, lso, log_start, batches in parts:
             if version >= 11:
                 head = _PART_V11.pack(index, error, hw, lso, log_start, -1, -1)
@@ -103,6 +102,6 @@ def encode_fetch_response(
             size = 0
             for b in batches:
                 size += len(b)
-            out.append(head + _I32_ONLY.pack(size))
+            out.append(head + _I32.pack(size))
             out.extend(batches)
     return out
