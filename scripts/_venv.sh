@@ -1,8 +1,9 @@
 # Sourced by scripts/broker and scripts/test: make .venv (Python 3.11+) and install the
 # project with the given extras when pyproject.toml changed since the last install.
-# Usage: . scripts/_venv.sh [EXTRAS]
+# Usage: . scripts/_venv.sh EXTRAS   ("" for none: always pass it, or a sourced script
+# would see the caller's own arguments as $1)
 set -euo pipefail
-extras="${1:-}"
+extras="$1"
 py="${PYTHON:-python3}"
 if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "kgroupd needs Python 3.11 or newer as '$py' (set PYTHON=...)" >&2
