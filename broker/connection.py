@@ -4,6 +4,11 @@ Every complete frame of a read is handled in order; what can be answered at once
 answers of one read go out in one write. A request that must wait (a JoinGroup, a long-poll
 Fetch) pauses the connection until it is answered, as Kafka mutes a channel while a request
 is in flight, so responses never overtake each other.
+
+A ``Held`` answer (a commit or produce waiting for its fsync under ``--fsync always``) does
+not pause the connection: the requests behind it are handled at once, and every answer from
+then on queues in ``held`` until the fsyncs before it have completed. So a client pipelining
+commits puts all of them into one fsync, and answers still leave in request order.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import structlog
 
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import api_versions_body
-from broker.handlers.registry import RequestContext
+from broker.handlers.registry import Held, RequestContext
 from protocol.errors import ErrorCode
 from protocol.fast import Chunks
 from protocol.framing import (
@@ -55,6 +60,11 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.queue: deque[bytes] = deque()
         self.waiting: asyncio.Future[Any] | None = None
+        # Answers that may not be sent yet, in order: (the fsync each waits for, or None
+        # for an answer that only waits for those before it, framed bytes).
+        self.held: deque[tuple[asyncio.Future[None] | None, list[bytes]]] = deque()
+        self._watched: asyncio.Future[None] | None = None
+        self.close_when_done = False
         self.write_paused = False
         self.read_paused = False
         self.closing = False
@@ -98,7 +108,11 @@ class KafkaConnection(asyncio.Protocol):
         """Read unless the peer is not reading our answers or too much is queued."""
         if self.transport is None or self.closing:
             return
-        stop = self.write_paused or len(self.queue) > MAX_QUEUED_FRAMES
+        stop = (
+            self.write_paused
+            or len(self.queue) > MAX_QUEUED_FRAMES
+            or len(self.held) > MAX_QUEUED_FRAMES
+        )
         if stop and not self.read_paused:
             self.transport.pause_reading()
             self.read_paused = True
@@ -119,6 +133,7 @@ class KafkaConnection(asyncio.Protocol):
     def _run(self) -> None:
         out: list[bytes] = []
         queue = self.queue
+        held = self.held
         while queue and self.waiting is None and not self.closing:
             frame = queue.popleft()
             try:
@@ -131,10 +146,19 @@ class KafkaConnection(asyncio.Protocol):
             if result is None:
                 continue
             if isinstance(result, bytes):
-                out.append(result)
+                if held:
+                    self._hold(None, [result])
+                else:
+                    out.append(result)
                 continue
             if isinstance(result, Chunks):  # header plus buffers, written as they are
-                out.extend(result)
+                if held:
+                    self._hold(None, result)
+                else:
+                    out.extend(result)
+                continue
+            if isinstance(result, _HeldAnswer):
+                self._hold(result.until, result.framed)
                 continue
             awaitable, spec, corr = result
             fut = asyncio.ensure_future(awaitable)
@@ -142,9 +166,64 @@ class KafkaConnection(asyncio.Protocol):
             fut.add_done_callback(functools.partial(self._finished, spec=spec, corr=corr))
         if out and self.transport is not None:
             self.transport.writelines(out)
-        if self.decoder.error is not None and not queue and self.waiting is None:
+        self._flow()
+        self._close_if_done()
+
+    def _hold(self, until: asyncio.Future[None] | None, framed: list[bytes]) -> None:
+        held = self.held
+        if until is None and held and held[-1][0] is None:
+            held[-1][1].extend(framed)
+            return
+        held.append((until, list(framed)))
+        if until is not None and until is not self._watched:
+            self._watched = until
+            until.add_done_callback(self._release)
+
+    def _release(self, _fut: asyncio.Future[None]) -> None:
+        """An fsync finished: send every held answer whose fsyncs are all done, in order."""
+        if self.closing:
+            return
+        held = self.held
+        out: list[bytes] = []
+        while held:
+            until, framed = held[0]
+            if until is not None:
+                if not until.done():
+                    break
+                if until.cancelled() or until.exception() is not None:
+                    error = "cancelled" if until.cancelled() else str(until.exception())
+                    if out and self.transport is not None:
+                        self.transport.writelines(out)
+                    self.log.error("fsync_failed_answers_withheld", error=error)
+                    self._close(f"fsync failed: {error}")
+                    return
+            held.popleft()
+            out.extend(framed)
+        if not held:
+            self._watched = None
+        if out and self.transport is not None:
+            self.transport.writelines(out)
+        self._flow()
+        if self.waiting is None and self.queue:
+            self._run()
+        else:
+            self._close_if_done()
+
+    def _send(self, framed: list[bytes]) -> None:
+        """Write now, or queue behind held answers."""
+        if self.held:
+            self._hold(None, framed)
+        elif self.transport is not None:
+            self.transport.writelines(framed)
+
+    def _close_if_done(self) -> None:
+        if self.waiting is not None or self.held or self.queue:
+            return
+        if self.decoder.error is not None:
             # Everything framed before the bad size prefix has been answered.
             self._close(f"bad frame: {self.decoder.error}")
+        elif self.close_when_done:
+            self._close("broker shutting down", error=False)
 
     def _finished(self, fut: asyncio.Future[Any], *, spec: MessageSpec, corr: int) -> None:
         self.waiting = None
@@ -164,21 +243,19 @@ class KafkaConnection(asyncio.Protocol):
         else:
             reply = fut.result()
             if isinstance(reply, Chunks):
-                if self.transport is not None:
-                    self.transport.writelines(_framed_chunks(corr, reply, spec))
+                self._send(_framed_chunks(corr, reply, spec))
                 body = None
             elif reply is None or isinstance(reply, bytes):
                 body = reply
             else:
                 body = spec.encode_response(reply)
-        if body is not None and self.transport is not None:
-            self.transport.write(encode_response(corr, body, spec.response_header_v1))
+        if body is not None:
+            self._send([encode_response(corr, body, spec.response_header_v1)])
         self._run()
-        self._flow()
 
     def _dispatch(
         self, frame: bytes
-    ) -> bytes | Chunks | tuple[Awaitable[Any], MessageSpec, int] | None:
+    ) -> bytes | Chunks | _HeldAnswer | tuple[Awaitable[Any], MessageSpec, int] | None:
         try:
             api_key, version, corr = peek_api(frame)
         except FrameError as exc:
@@ -225,6 +302,11 @@ class KafkaConnection(asyncio.Protocol):
                 return _framed_chunks(corr, reply, spec)
             elif isinstance(reply, dict):
                 body = spec.encode_response(reply)
+            elif isinstance(reply, Held):
+                inner = reply.reply
+                body = inner if isinstance(inner, bytes) else spec.encode_response(inner)
+                framed = encode_response(corr, body, spec.response_header_v1)
+                return _HeldAnswer(reply.until, [framed])
             else:
                 return reply, spec, corr
         except Exception:
@@ -245,12 +327,16 @@ class KafkaConnection(asyncio.Protocol):
 
     def close_when_idle(self) -> None:
         """For shutdown: close now if nothing is in flight, else once it is answered."""
-        if self.waiting is None:
-            self._close("broker shutting down", error=False)
-        else:
-            self.waiting.add_done_callback(
-                lambda _f: self._close("broker shutting down", error=False)
-            )
+        self.close_when_done = True
+        self._close_if_done()
+
+
+class _HeldAnswer:
+    __slots__ = ("framed", "until")
+
+    def __init__(self, until: asyncio.Future[None], framed: list[bytes]) -> None:
+        self.until = until
+        self.framed = framed
 
 
 def _framed_chunks(corr: int, body: Chunks, spec: MessageSpec) -> Chunks:

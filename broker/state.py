@@ -35,6 +35,7 @@ class Broker:
         self.advertised_port = config.advertised_port or config.port
         # Under --data-dir (set by the server): broker.storage.durability.Durability.
         self.durability: Durability | None = None
+        self._pending_syncs: dict[str, asyncio.Future[None]] = {}
 
     def create_startup_topics(self) -> None:
         """``--create-topic``: created unless it exists (it may, loaded from the data dir)."""
@@ -45,11 +46,51 @@ class Broker:
 
     def state_synced(self) -> asyncio.Future[None] | None:
         """After a coordinator write: a future for it being durable (fsync=always), or None."""
-        return self.durability.state_synced() if self.durability is not None else None
+        d = self.durability
+        if d is None:
+            return None
+        if self.config.fsync_mode != "always":
+            return d.state_synced()  # written now; fsynced by the interval, or never
+        return self._coalesced("state", d.state_synced)
 
     def data_synced(self) -> asyncio.Future[None] | None:
         """After a produce: a future for the batches being durable (fsync=always), or None."""
-        return self.durability.data_synced() if self.durability is not None else None
+        d = self.durability
+        if d is None or self.config.fsync_mode != "always":
+            return None
+        return self._coalesced("data", d.data_synced)
+
+    def _coalesced(
+        self, kind: str, request: Callable[[], asyncio.Future[None] | None]
+    ) -> asyncio.Future[None]:
+        """One fsync request for every write of this event-loop turn: the first caller gets a
+        future and schedules the request after the current callback (a connection's whole
+        read of pipelined requests); every later caller of the turn shares that future, so
+        nothing is asked of the fsync thread per request."""
+        fut = self._pending_syncs.get(kind)
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            self._pending_syncs[kind] = fut
+            loop.call_soon(self._request_sync, kind, request, fut)
+        return fut
+
+    def _request_sync(
+        self,
+        kind: str,
+        request: Callable[[], asyncio.Future[None] | None],
+        fut: asyncio.Future[None],
+    ) -> None:
+        del self._pending_syncs[kind]
+        try:
+            synced = request()
+        except OSError as exc:
+            fut.set_exception(exc)
+            return
+        if synced is None:
+            fut.set_result(None)
+        else:
+            synced.add_done_callback(lambda s: _copy_outcome(s, fut))
 
     def start_coordinator(
         self, timers: Timers, sink_factory: Callable[[int], RecordSink] | None = None
@@ -72,3 +113,14 @@ class Broker:
 
     def bound(self, port: int) -> None:
         self.advertised_host, self.advertised_port = self.config.advertised(port)
+
+
+def _copy_outcome(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif (exc := source.exception()) is not None:
+        target.set_exception(exc)
+    else:
+        target.set_result(None)

@@ -7,11 +7,14 @@ Version-dependent rules are flags set by the handler (never a version number):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 
 __all__ = [
+    "CommitPartitionLike",
     "DeleteGroups",
     "DeleteGroupsResult",
     "DescribeGroups",
@@ -137,22 +140,26 @@ class LeaveGroupResult:
 
 
 # --- OffsetCommit ------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class OffsetCommitPartition:
+class OffsetCommitPartition(NamedTuple):
+    """A named tuple, not a dataclass: a commit carries many and they are built per request."""
+
     partition: int
     offset: int
     leader_epoch: int = -1
     metadata: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitTopic:
+# What a commit's partitions must be: ``OffsetCommitPartition`` or a plain tuple in its order
+# (the wire decoder's, handed on as it is).
+CommitPartitionLike = tuple[int, int, int, str | None]
+
+
+class OffsetCommitTopic(NamedTuple):
     name: str
-    partitions: tuple[OffsetCommitPartition, ...]
+    partitions: Sequence[CommitPartitionLike]
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommit:
+class OffsetCommit(NamedTuple):
     group_id: str
     topics: tuple[OffsetCommitTopic, ...]
     generation_id: int = -1
@@ -162,8 +169,7 @@ class OffsetCommit:
     group_id_not_found: bool = False  # v9+: unknown group answers GROUP_ID_NOT_FOUND
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitResult:
+class OffsetCommitResult(NamedTuple):
     topics: tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]
 
     def errors(self) -> dict[tuple[str, int], ErrorCode]:

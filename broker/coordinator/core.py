@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -30,8 +29,10 @@ def _no_sink(record: Record) -> None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (a named tuple: the shards hold one per partition, millions of them,
+    and a commit builds one per partition)."""
+
     offset: int
     leader_epoch: int
     metadata: str
@@ -69,6 +70,7 @@ class ShardCore:
         self.config = config
         self.timers = timers
         self.sink: RecordSink = sink or _no_sink
+        self.persisting = sink is not None  # without a sink, hot paths skip building records
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
         self.owned = True

@@ -23,6 +23,8 @@ __all__ = ["OffsetOps", "java_string_length"]
 
 def java_string_length(s: str) -> int:
     """``String.length()``: UTF-16 code units (what offset.metadata.max.bytes is checked on)."""
+    if s.isascii():
+        return len(s)
     return len(s.encode("utf-16-le")) // 2
 
 
@@ -47,9 +49,7 @@ class OffsetOps(ShardCore):
             error = self._validate_commit(group, cmd)
         if error is not ErrorCode.NONE:
             return OffsetCommitResult(
-                tuple(
-                    (t.name, tuple((p.partition, error) for p in t.partitions)) for t in cmd.topics
-                )
+                tuple((t.name, tuple((p[0], error) for p in t.partitions)) for t in cmd.topics)
             )
         assert group is not None
         member = group.members.get(cmd.member_id)
@@ -61,29 +61,38 @@ class OffsetOps(ShardCore):
         now = self.now()
         expire = None if cmd.retention_time_ms == -1 else now + cmd.retention_time_ms
         limit = self.config.offset_metadata_max_bytes
+        group_id = cmd.group_id
+        # The live path applies what replay(OffsetCommitRecord) would, without building a
+        # record unless a sink persists it (the replay property test checks both agree).
+        stored = self.offsets.get(group_id)
+        persisting = self.persisting
         topics = []
-        for t in cmd.topics:
+        for name, partitions in cmd.topics:
             parts = []
-            for p in t.partitions:
-                metadata = p.metadata or ""
-                if java_string_length(metadata) > limit:
-                    parts.append((p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+            stored_parts = None
+            for partition, offset, leader_epoch, metadata in partitions:
+                if not metadata:
+                    metadata = ""
+                elif len(metadata) > limit // 2 and java_string_length(metadata) > limit:
+                    parts.append((partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
                     continue
-                self._emit(
-                    OffsetCommitRecord(
-                        cmd.group_id,
-                        t.name,
-                        p.partition,
-                        p.offset,
-                        p.leader_epoch,
-                        metadata,
-                        now,
-                        expire,
-                    ),
-                    apply=True,
+                if stored_parts is None:
+                    if stored is None:
+                        stored = self.offsets[group_id] = {}
+                    stored_parts = stored.get(name)
+                    if stored_parts is None:
+                        stored_parts = stored[name] = {}
+                stored_parts[partition] = OffsetAndMetadata(
+                    offset, leader_epoch, metadata, now, expire
                 )
-                parts.append((p.partition, ErrorCode.NONE))
-            topics.append((t.name, tuple(parts)))
+                if persisting:
+                    self.sink(
+                        OffsetCommitRecord(
+                            group_id, name, partition, offset, leader_epoch, metadata, now, expire
+                        )
+                    )
+                parts.append((partition, ErrorCode.NONE))
+            topics.append((name, tuple(parts)))
         return OffsetCommitResult(tuple(topics))
 
     @staticmethod

@@ -8,64 +8,41 @@ epoch, v7 the group instance id. OffsetFetch v2 adds a top-level error and null 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from broker.coordinator import (
     OffsetCommit,
-    OffsetCommitPartition,
     OffsetCommitTopic,
     OffsetDelete,
     OffsetFetch,
     OffsetFetchTopic,
 )
-from broker.handlers.registry import Fields, RequestContext, handler
+from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from protocol.errors import ErrorCode
+from protocol.fast import decode_offset_commit, encode_offset_commit_response
 
 
-@handler(8, 0, 7)
-def handle_offset_commit(ctx: RequestContext, req: Fields) -> Fields:
+@handler(8, 0, 7, decoder=decode_offset_commit)
+def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     cmd = OffsetCommit(
         group_id=req["consumer_group"],
-        topics=tuple(
-            OffsetCommitTopic(
-                t["topic"],
-                tuple(
-                    OffsetCommitPartition(
-                        p["partition"], p["offset"], p.get("leader_epoch", -1), p["metadata"]
-                    )
-                    for p in t["partitions"]
-                ),
-            )
-            for t in req["topics"]
-        ),
+        # The decoder's (partition, offset, leader_epoch, metadata) tuples, as they are.
+        topics=tuple(OffsetCommitTopic(name, parts) for name, parts in req["topics"]),
         generation_id=req.get("consumer_group_generation_id", -1),
         member_id=req.get("consumer_id") or "",
         group_instance_id=req.get("group_instance_id"),
         retention_time_ms=req.get("retention_time", -1),
     )
     result = ctx.broker.coordinator.commit_offsets(cmd)
-    reply = {
-        "topics": [
-            {
-                "topic": name,
-                "partitions": [{"partition": p, "error_code": int(code)} for p, code in parts],
-            }
-            for name, parts in result.topics
-        ]
-    }
+    body = encode_offset_commit_response(ctx.api_version, result.topics)
     # Under --fsync always the commit is answered only once its records are on disk.
-    return when_durable(ctx.broker.state_synced(), reply)
+    return when_durable(ctx.broker.state_synced(), body)
 
 
-def when_durable(synced: asyncio.Future[None] | None, reply: Fields) -> Fields | Any:
+def when_durable(synced: asyncio.Future[None] | None, reply: Fields | bytes) -> Reply:
+    """``reply`` now, or held until ``synced`` (the fsync of what the request wrote)."""
     if synced is None:
         return reply
-
-    async def wait() -> Fields:
-        await synced
-        return reply
-
-    return wait()
+    return Held(synced, reply)
 
 
 @handler(9, 0, 5)
@@ -118,7 +95,7 @@ def handle_offset_fetch(ctx: RequestContext, req: Fields) -> Fields:
 
 
 @handler(47, 0, 0)
-def handle_offset_delete(ctx: RequestContext, req: Fields) -> Fields | Any:
+def handle_offset_delete(ctx: RequestContext, req: Fields) -> Reply:
     cmd = OffsetDelete(
         req["group_id"], tuple((t["topic"], tuple(t["partitions"])) for t in req["topics"])
     )

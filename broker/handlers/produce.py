@@ -13,11 +13,9 @@ batches are on disk.
 
 from __future__ import annotations
 
-import asyncio
 import struct
-from typing import Any
 
-from broker.handlers.registry import Fields, RequestContext, handler
+from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from broker.log.partition import now_ms
 from broker.log.topics import Topic
 from protocol.errors import ErrorCode
@@ -129,7 +127,7 @@ def append_partition(ctx: RequestContext, topic: Topic, index: int, data: bytes 
 
 
 @handler(0, 0, 8)
-def handle_produce(ctx: RequestContext, req: Fields) -> Fields | Any:
+def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     acks = req["required_acks"]
     topics_mgr = ctx.broker.topics
     out = []
@@ -172,12 +170,7 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Fields | Any:
     synced = ctx.broker.data_synced() if appended else None
     if synced is None:
         return reply
-    return _after(synced, reply)
-
-
-async def _after(synced: asyncio.Future[None], reply: Fields) -> Fields:
-    await synced
-    return reply
+    return Held(synced, reply)
 
 
 @handler(22, 0, 1)

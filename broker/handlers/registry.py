@@ -5,6 +5,7 @@ ApiVersions is answered from this table, so what is advertised is what is implem
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,10 +18,24 @@ if TYPE_CHECKING:
     from broker.state import Broker
 
 Fields = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An answer that is ready but may be sent only once ``until`` resolves (the fsync of
+    what the request wrote, under ``--fsync always``). Unlike an awaitable, it does not
+    stop the connection: the requests behind it are handled meanwhile and their answers
+    queue behind this one, so one fsync covers every request of a pipeline. If ``until``
+    fails, nothing was acknowledged: the connection is closed."""
+
+    until: asyncio.Future[None]
+    reply: Fields | bytes
+
+
 # A handler answers with the response fields (one dict shape for every version: fields a
 # version lacks are ignored), an encoded response body (hot paths), an awaitable of either
-# when it must wait, or None for no answer.
-Reply = Fields | bytes | Awaitable[Fields] | None
+# when it must wait, a ``Held`` answer, or None for no answer.
+Reply = Fields | bytes | Awaitable[Fields] | Held | None
 HandlerFn = Callable[["RequestContext", Fields], Reply]
 # A hand-written request decoder for a hot API: (frame, body offset, version) -> fields.
 # Tests check it against the struct codec.
