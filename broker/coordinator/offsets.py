@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from protocol.errors import ErrorCode
 
 from .commands import (
@@ -26,6 +29,13 @@ def java_string_length(s: str) -> int:
     if s.isascii():
         return len(s)
     return len(s.encode("utf-16-le")) // 2
+
+
+# OffsetAndMetadata from a tuple, without the named tuple's Python-level __new__ (a commit
+# makes one per partition).
+_new_offset: Callable[[tuple[int, int, str, int, int | None]], OffsetAndMetadata] = (
+    functools.partial(tuple.__new__, OffsetAndMetadata)
+)
 
 
 class OffsetOps(ShardCore):
@@ -66,6 +76,8 @@ class OffsetOps(ShardCore):
         # record unless a sink persists it (the replay property test checks both agree).
         stored = self.offsets.get(group_id)
         persisting = self.persisting
+        ok = ErrorCode.NONE
+        new_offset = _new_offset
         topics = []
         for name, partitions in cmd.topics:
             parts = []
@@ -82,16 +94,14 @@ class OffsetOps(ShardCore):
                     stored_parts = stored.get(name)
                     if stored_parts is None:
                         stored_parts = stored[name] = {}
-                stored_parts[partition] = OffsetAndMetadata(
-                    offset, leader_epoch, metadata, now, expire
-                )
+                stored_parts[partition] = new_offset((offset, leader_epoch, metadata, now, expire))
                 if persisting:
                     self.sink(
                         OffsetCommitRecord(
                             group_id, name, partition, offset, leader_epoch, metadata, now, expire
                         )
                     )
-                parts.append((partition, ErrorCode.NONE))
+                parts.append((partition, ok))
             topics.append((name, tuple(parts)))
         return OffsetCommitResult(tuple(topics))
 
