@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import queue
 import struct
@@ -51,10 +50,11 @@ from broker.coordinator.records import (
     GroupTombstoneRecord,
     OffsetCommitRecord,
     OffsetTombstoneRecord,
-    record_from_dict,
+    decode_record,
 )
 from broker.log.partition import now_ms
-from broker.storage.entries import KIND_RECORD_LOG, KIND_SNAPSHOT, scan
+from broker.storage.coordinator_store import file_records
+from broker.storage.entries import KIND_RECORD_LOG, scan
 from broker.testing import running_server
 from protocol.records import parse_header
 from tests.support.broker_process import (
@@ -226,8 +226,8 @@ async def test_deleted_groups_and_offsets_stay_deleted_across_restarts(tmp_path:
         await broker.stop()  # the snapshot drops the deleted keys
         snapshot_groups = set()
         for path in (data / "coordinator").glob("*.snapshot"):
-            for payload in scan(str(path), path.read_bytes(), KIND_SNAPSHOT).payloads[1:]:
-                snapshot_groups.add(record_from_dict(json.loads(payload)).group_id)
+            for record in file_records(path):
+                snapshot_groups.add(record.group_id)
         assert snapshot_groups == {"kept", "trimmed"}
         await broker.start()
         await check("after SIGTERM")
@@ -493,7 +493,7 @@ def shard_logs(data: Path, shard: int) -> list[int]:
 
 async def test_snapshots_compact_the_log_and_restore_every_latest_offset(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    args = ("--snapshot-log-bytes", "4096", "--create-topic", f"{SNAP_TOPIC}:{SNAP_PARTITIONS}")
+    args = ("--snapshot-log-bytes", "1024", "--create-topic", f"{SNAP_TOPIC}:{SNAP_PARTITIONS}")
     async with broker_process(data, args=args) as broker:
         await broker.start()
         latest: dict[int, int] = {}
@@ -796,7 +796,7 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
             pos = 8
             for payload in scan(str(path), buf, KIND_RECORD_LOG).payloads:
                 pos += 8 + len(payload)
-                record = record_from_dict(json.loads(payload))
+                record = decode_record(payload)
                 if isinstance(record, OffsetCommitRecord):
                     key = (record.group_id, record.offset)
                     if key in commits_acked:
@@ -847,8 +847,7 @@ async def test_timestamps_on_disk_are_wall_clock_time(tmp_path: Path) -> None:
         await broker.stop()
     stamps = {}
     for path in (data / "coordinator").glob("*.snapshot"):
-        for payload in scan(str(path), path.read_bytes(), KIND_SNAPSHOT).payloads[1:]:
-            record = record_from_dict(json.loads(payload))
+        for record in file_records(path):
             if isinstance(record, OffsetCommitRecord):
                 stamps[f"commit of {record.group_id}"] = record.commit_timestamp_ms
             elif isinstance(record, GroupMetadataRecord):
