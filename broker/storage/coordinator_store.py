@@ -250,7 +250,7 @@ class CoordinatorStore:
         aside = path.with_name(path.name + ".damaged")
         os.replace(path, aside)
         fsync_dir(self.root)
-        log.error(
+        log.warning(
             "damaged_snapshot_dropped",
             file=str(path),
             moved_to=str(aside),

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import os
 import queue
+import stat
 import struct
 import threading
 import time
@@ -706,15 +707,22 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fsyncs: list[tuple[int, int, float]] = []  # (inode, size when it started, when it ended)
+    # Directories: (inode, the names in it when the fsync started, when it ended). A new file
+    # is there after a crash only once its directory entry is on disk.
+    dir_fsyncs: list[tuple[int, frozenset[str], float]] = []
     lock = threading.Lock()
     real_fsync = os.fsync
 
     def watched_fsync(fd: int) -> None:
         st = os.fstat(fd)  # fails on a closed fd just as fsync would
+        names = frozenset(os.listdir(fd)) if stat.S_ISDIR(st.st_mode) else None
         real_fsync(fd)
         done = time.monotonic()
         with lock:
-            fsyncs.append((st.st_ino, st.st_size, done))
+            if names is None:
+                fsyncs.append((st.st_ino, st.st_size, done))
+            else:
+                dir_fsyncs.append((st.st_ino, names, done))
 
     monkeypatch.setattr(os, "fsync", watched_fsync)
     data = tmp_path / "data"
@@ -776,8 +784,16 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
         )
         with lock:
             seen = list(fsyncs)
+            seen_dirs = list(dir_fsyncs)
+        first_ack: dict[Path, float] = {}  # every file holding acknowledged data
+
+        def named(path: Path, acked_at: float) -> bool:
+            """Whether ``path``'s name was in an fsync of its directory done by ``acked_at``."""
+            ino = path.parent.stat().st_ino
+            return any(i == ino and path.name in ns and at <= acked_at for i, ns, at in seen_dirs)
 
         def fsynced(path: Path, end: int, acked_at: float) -> bool:
+            first_ack[path] = min(acked_at, first_ack.get(path, acked_at))
             ino = path.stat().st_ino
             return any(i == ino and size >= end and at <= acked_at for i, size, at in seen)
 
@@ -821,6 +837,16 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
         assert len(records_acked) == 150
         assert found == set(commits_acked) | set(syncs_acked) | set(deletes_acked)
         assert not not_synced, f"acknowledged before any fsync covered them: {not_synced}"
+        # The files themselves (new segments as they roll, the coordinator logs) and the
+        # partition directory were in a directory fsync before their first answer.
+        segments = [p for p in first_ack if p.parent.name == "synced-0"]
+        assert len(segments) >= 3, "no segment rolled under the load"
+        unnamed = [
+            str(p)
+            for p, acked_at in first_ack.items()
+            if not (named(p, acked_at) and named(p.parent, acked_at))
+        ]
+        assert not unnamed, f"acknowledged before their directory entry was fsynced: {unnamed}"
 
 
 # --- timestamps on disk -----------------------------------------------------------------------
