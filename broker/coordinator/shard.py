@@ -9,6 +9,7 @@ from protocol.errors import ErrorCode
 from .commands import DescribedGroup, DescribedMember, ListedGroup
 from .config import CoordinatorConfig
 from .core import OffsetAndMetadata, heartbeat_key
+from .group import ClassicGroup
 from .membership import MembershipOps
 from .offsets import OffsetOps
 from .records import GroupTombstoneRecord, OffsetTombstoneRecord, Record, RecordSink
@@ -22,7 +23,8 @@ class CoordinatorShard(MembershipOps, OffsetOps):
     """Owns the groups, offsets and static-member assignments of one offsets partition.
 
     Every operation is a plain synchronous method: on one event loop nothing interleaves
-    inside it. Pass ``loaded=False`` to start in the loading state, then ``load(records)``.
+    inside it. Pass ``loaded=False`` to start in the loading state, then ``load(records)``
+    (or ``replay`` and ``load_offsets`` as a snapshot is read, then ``complete_loading``).
     """
 
     def __init__(
@@ -45,6 +47,25 @@ class CoordinatorShard(MembershipOps, OffsetOps):
         for record in records:
             self.replay(record)
         self.complete_loading()
+
+    def load_offsets(
+        self, group_id: str, topic: str, offsets: dict[int, OffsetAndMetadata]
+    ) -> None:
+        """Bulk load (start-up, from a snapshot): the committed offsets of some partitions of
+        one (group, topic), as if an ``OffsetCommitRecord`` per partition were replayed in
+        order. The shard keeps ``offsets`` (the caller hands it over)."""
+        if not offsets:
+            return
+        if group_id not in self.groups:
+            # a simple group, created by its first commit (as replay does)
+            first = next(iter(offsets.values()))
+            self.groups[group_id] = ClassicGroup(group_id, first.commit_timestamp_ms, self.log)
+        topics = self.offsets.setdefault(group_id, {})
+        parts = topics.get(topic)
+        if parts is None:
+            topics[topic] = offsets
+        else:
+            parts.update(offsets)
 
     def complete_loading(self) -> None:
         """End of load: schedule the session timers of loaded members and the retention sweep

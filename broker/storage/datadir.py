@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
+from broker.storage.fileio import fsync_dir
+
 META_VERSION = 1
 
 
@@ -23,7 +25,9 @@ class DataDir:
     def open(self, cluster_id: str | None, offsets_partitions: int, node_id: int) -> str:
         """Lock the directory, check or write ``meta.json``; returns the cluster id."""
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                self.path.mkdir(parents=True)
+                fsync_dir(self.path.parent)
             lock = open(self.path / ".lock", "wb")  # noqa: SIM115 - held while running
         except OSError as exc:
             raise DataDirError(f"cannot use data dir {self.path}: {exc}") from None
@@ -74,6 +78,7 @@ class DataDir:
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, meta_path)
+        fsync_dir(self.path)
         return chosen
 
     def close(self) -> None:

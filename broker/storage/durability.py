@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from broker.coordinator.records import OffsetCommitRecord, Record, RecordSink
+from broker.coordinator.core import OffsetAndMetadata
+from broker.coordinator.records import RecordSink
 from broker.storage.coordinator_store import CoordinatorStore
 from broker.storage.datadir import DataDir
 from broker.storage.fsync import FsyncWorker
@@ -32,9 +33,9 @@ class Durability:
 
     def open(
         self, topics: TopicManager, producers: ProducerStateManager
-    ) -> tuple[str, dict[int, list[Record]]]:
+    ) -> tuple[str, CoordinatorStore]:
         """Lock and check the directory, load topic data; returns the cluster id and the
-        coordinator records per shard (for the shards to replay)."""
+        coordinator store, whose shards ``attach`` loads."""
         c = self.config
         cluster_id = self.datadir.open(c.cluster_id, c.offsets_partitions, c.node_id)
         self.worker = FsyncWorker(self.loop, c.fsync_mode, c.fsync_interval_ms)
@@ -49,35 +50,30 @@ class Durability:
             c.snapshot_log_bytes,
             c.recover,
         )
-        return cluster_id, self.coordinator_store.load()
+        return cluster_id, self.coordinator_store
 
     def sink_for(self, shard: int) -> RecordSink:
         assert self.coordinator_store is not None
         return self.coordinator_store.sink_for(shard)
 
-    def attach(self, coordinator: GroupCoordinator, records: dict[int, list[Record]]) -> None:
-        assert self.coordinator_store is not None
+    def attach(self, coordinator: GroupCoordinator, store: CoordinatorStore) -> None:
+        """Load every shard from its snapshot and logs (streamed, shard by shard)."""
         self.coordinator = coordinator
-        self.coordinator_store.offsets_of = self._offsets_of
+        store.offsets_of = self._offsets_of
         for shard in coordinator.shards:
-            shard.load(records.get(shard.partition, ()))
+            shard.loading = True
+            store.load_shard(shard.partition, shard)
+            shard.complete_loading()
 
-    def _offsets_of(self, partition: int) -> Iterator[Record]:
+    def _offsets_of(self, partition: int) -> list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]:
+        """A shard's committed offsets per (group, topic), copied (for a snapshot)."""
         assert self.coordinator is not None
         shard = self.coordinator.shards[partition]
-        for group_id, topics in shard.offsets.items():
-            for topic, parts in topics.items():
-                for p, o in parts.items():
-                    yield OffsetCommitRecord(
-                        group_id,
-                        topic,
-                        p,
-                        o.offset,
-                        o.leader_epoch,
-                        o.metadata,
-                        o.commit_timestamp_ms,
-                        o.expire_timestamp_ms,
-                    )
+        return [
+            (group_id, topic, dict(parts))
+            for group_id, topics in shard.offsets.items()
+            for topic, parts in topics.items()
+        ]
 
     def state_synced(self) -> asyncio.Future[None] | None:
         """After a coordinator write: under fsync=always, a future for it being on disk."""

@@ -3,6 +3,10 @@
 A file starts with ``MAGIC`` (4 bytes), the format version (uint16) and the file kind
 (uint16). Each entry is ``uint32 length | uint32 crc32c(payload) | payload``.
 
+Format versions: 1, entries are JSON (``record_to_dict``); 2, entries are binary records
+(``encode_record``) and snapshots hold packed offset blocks (``coordinator_format``). Both
+are read; files are written in ``FORMAT_VERSION``.
+
 Reading tells a torn tail (the last entry incomplete or failing its CRC with nothing valid
 after it: a crash mid-write) from corruption (a damaged entry followed by more data).
 """
@@ -10,12 +14,14 @@ after it: a crash mid-write) from corruption (a damaged entry followed by more d
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
 MAGIC = b"KGRD"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+OLDEST_FORMAT_VERSION = 1
 KIND_RECORD_LOG = 1
 KIND_SNAPSHOT = 2
 FILE_HEADER = struct.Struct(">4sHH")
@@ -42,13 +48,31 @@ class ScanResult:
     torn_at: int | None = None  # a torn tail starts here (cut it off)
     corrupt_at: int | None = None  # damage with data after it starts here
     dropped_bytes: int = 0  # bytes after valid_end
+    version: int = FORMAT_VERSION  # the file's format version
+
+    @property
+    def bad_at(self) -> int | None:
+        """Where the damage starts (torn or corrupt), if any."""
+        return self.corrupt_at if self.corrupt_at is not None else self.torn_at
 
 
 def scan(path: str, data: bytes, kind: int) -> ScanResult:
     """Read every entry. Raises ``StorageError`` for a bad header or a future version."""
+    result = ScanResult()
+    result.payloads = [payload for _pos, payload in iter_entries(path, data, kind, result)]
+    return result
+
+
+def iter_entries(
+    path: str, data: bytes, kind: int, result: ScanResult
+) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(offset, payload)`` of every good entry, in order, then fill ``result`` (valid
+    end, torn or corrupt, dropped bytes; ``payloads`` is left alone). Raises ``StorageError``
+    for a bad file header or a future version, before yielding anything."""
     if len(data) < FILE_HEADER.size:
         # A file cut inside its own header was never written past it: a torn tail.
-        return ScanResult(valid_end=0, torn_at=0, dropped_bytes=len(data))
+        result.valid_end, result.torn_at, result.dropped_bytes = 0, 0, len(data)
+        return
     magic, version, file_kind = FILE_HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise StorageError(f"{path}: not a kgroupd data file (magic {magic!r})")
@@ -59,7 +83,9 @@ def scan(path: str, data: bytes, kind: int) -> ScanResult:
         )
     if file_kind != kind:
         raise StorageError(f"{path}: file kind {file_kind}, expected {kind}")
-    result = ScanResult()
+    if version < OLDEST_FORMAT_VERSION:
+        raise StorageError(f"{path}: unknown format version {version}")
+    result.version = version
     pos = FILE_HEADER.size
     end = len(data)
     while pos < end:
@@ -83,11 +109,10 @@ def scan(path: str, data: bytes, kind: int) -> ScanResult:
             else:
                 result.corrupt_at = pos
             break
-        result.payloads.append(payload)
+        yield pos, payload
         pos = start + length
     result.valid_end = pos  # a damaged entry stops the scan where it starts
     result.dropped_bytes = end - result.valid_end
-    return result
 
 
 def _good_entry_after(data: bytes, pos: int, end: int) -> bool:

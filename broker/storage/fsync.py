@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from pathlib import Path
 
 import structlog
+
+from broker.storage.fileio import fsync_dir
 
 log = structlog.get_logger("kgroupd.storage")
 
@@ -31,6 +34,7 @@ class FsyncWorker:
         self._cond = threading.Condition()
         self._dirty: set[int] = set()
         self._retired: list[int] = []
+        self._dirs: set[Path] = set()
         self._waiters: list[asyncio.Future[None]] = []
         self._stopping = False
         self.fsyncs = 0
@@ -43,6 +47,14 @@ class FsyncWorker:
             return
         with self._cond:
             self._dirty.add(fd)
+
+    def dirty_dir(self, path: Path) -> None:
+        """A name was created in directory ``path``; it is fsynced (unless ``never``) in the
+        next round, before any waiter of that round is answered."""
+        if self.mode == NEVER:
+            return
+        with self._cond:
+            self._dirs.add(path)
 
     def retire(self, fd: int) -> None:
         """A file the loop is done writing (a rolled segment): the thread fsyncs it (unless
@@ -75,6 +87,7 @@ class FsyncWorker:
                     self._cond.wait(self.interval_s)
                 fds, self._dirty = self._dirty, set()
                 retired, self._retired = self._retired, []
+                dirs, self._dirs = self._dirs, set()
                 waiters, self._waiters = self._waiters, []
                 stopping = self._stopping
             error: OSError | None = None
@@ -93,7 +106,15 @@ class FsyncWorker:
                     if exc.errno != 9:
                         error = exc
                         log.error("fsync_failed", error=str(exc))
-            if fds or retired:
+            for path in dirs:
+                try:
+                    fsync_dir(path)
+                except FileNotFoundError:  # deleted since (a dropped topic): nothing to keep
+                    pass
+                except OSError as exc:
+                    error = exc
+                    log.error("fsync_failed", error=str(exc), directory=str(path))
+            if fds or retired or dirs:
                 self.fsyncs += 1
             if waiters:
                 self.loop.call_soon_threadsafe(_resolve, waiters, error)

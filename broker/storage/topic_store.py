@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.storage.entries import StorageError
+from broker.storage.fileio import fsync_dir, write_all
 from broker.storage.fsync import FsyncWorker
 from protocol.records import HEADER_SIZE, CorruptBatch, InvalidBatch, check_crc, parse_header
 
@@ -54,7 +55,13 @@ class PartitionStore:
         ):
             self._roll(base_offset)
         seg = self.segments[-1]
-        os.write(self.fd, batch)
+        try:
+            write_all(self.fd, batch)
+        except OSError as exc:
+            # No half batch stays for later appends to follow (damage in the middle).
+            log.error("segment_write_failed", file=str(seg.path), error=str(exc))
+            os.ftruncate(self.fd, seg.size)
+            raise
         seg.size += len(batch)
         seg.last_offset = last_offset
         self.worker.dirty(self.fd)
@@ -65,6 +72,9 @@ class PartitionStore:
         path = self.directory / f"{base_offset:020d}.log"
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.segments.append(Segment(base_offset, path))
+        # The new name is durable once the directory is, before any answer that waits for a
+        # batch in this segment.
+        self.worker.dirty_dir(self.directory)
 
     def delete_below(self, log_start_offset: int) -> int:
         """Record the new log start (as Kafka's log-start-offset checkpoint: the segment that
@@ -91,7 +101,9 @@ class TopicStore:
     def __init__(self, root: Path, worker: FsyncWorker, recover: bool) -> None:
         self.root = root
         self.dir = root / "topics"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self.dir.exists():
+            self.dir.mkdir(parents=True)
+            fsync_dir(root)
         self.worker = worker
         self.recover = recover
         self.partitions: dict[tuple[str, int], PartitionStore] = {}
@@ -114,15 +126,13 @@ class TopicStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        fd = os.open(self.root, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.root)
 
     def attach(self, log: PartitionLog, segment_bytes: int) -> PartitionStore:
         directory = self.dir / f"{log.topic}-{log.partition}"
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.exists():
+            directory.mkdir(parents=True)
+            self.worker.dirty_dir(self.dir)  # with the first segment's directory fsync
         store = PartitionStore(directory, self.worker, segment_bytes)
         self.partitions[(log.topic, log.partition)] = store
         log.store = store

@@ -27,19 +27,18 @@ import json
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from broker.coordinator import CoordinatorConfig, CoordinatorShard, ManualTimers
 from broker.coordinator.records import (
     GroupMetadataRecord,
     MemberRecord,
     OffsetCommitRecord,
     OffsetTombstoneRecord,
-    record_from_dict,
 )
-from broker.storage.coordinator_store import CoordinatorStore
+from broker.storage.coordinator_store import CoordinatorStore, file_records
 from broker.storage.entries import (
     ENTRY_HEADER,
     FILE_HEADER,
@@ -138,19 +137,13 @@ def entry_spans(path: Path, kind: int) -> list[tuple[int, int]]:
     return spans
 
 
-def offsets_in(path: Path, kind: int, up_to: int) -> dict[int, int]:
-    """The committed offsets of GROUP/TOPIC the entries before byte ``up_to`` leave."""
-    data = path.read_bytes()[:up_to]
-    result = scan(str(path), data, kind)
+def offsets_in(path: Path, up_to: int, group: str = GROUP) -> dict[int, int]:
+    """The committed offsets of ``group``/TOPIC the entries before byte ``up_to`` leave."""
     out: dict[int, int] = {}
-    for payload in result.payloads:
-        d: dict[str, Any] = json.loads(payload)
-        if "type" not in d:
-            continue  # the snapshot's header entry
-        record = record_from_dict(d)
-        if isinstance(record, OffsetCommitRecord) and record.group_id == GROUP:
+    for record in file_records(path, path.read_bytes()[:up_to]):
+        if isinstance(record, OffsetCommitRecord) and record.group_id == group:
             out[record.partition] = record.offset
-        elif isinstance(record, OffsetTombstoneRecord) and record.group_id == GROUP:
+        elif isinstance(record, OffsetTombstoneRecord) and record.group_id == group:
             out.pop(record.partition, None)
     return out
 
@@ -246,7 +239,7 @@ async def test_a_flipped_byte_in_a_coordinator_log_is_refused_unless_recover(
     assert recovered["offset"] == start
     assert recovered["bytes_dropped"] == len(damaged) - start
     assert recovered["level"] == "warning"
-    expected = offsets_in(log_path, KIND_RECORD_LOG, start)
+    expected = offsets_in(log_path, start)
     assert expected  # something precedes the damage
     assert await committed(broker) == expected
     await broker.stop()
@@ -261,13 +254,18 @@ async def test_a_truncated_snapshot_is_refused_and_recover_keeps_what_precedes(
 ) -> None:
     data = Path(broker.data_dir)
     await broker.start()
+    await commit(broker, {0: 9, 1: 8}, group="first")
     await commit(broker, {0: 3, 1: 4, 2: 5, 3: 6})
     await commit(broker, {2: 7})
     await broker.stop()  # a clean stop snapshots the shard and deletes its log
     snapshot = data / "coordinator" / "shard-00.snapshot"
     assert not [p for p in (data / "coordinator").glob("shard-00-*.log") if p.stat().st_size > 8]
     spans = entry_spans(snapshot, KIND_SNAPSHOT)
-    assert offsets_in(snapshot, KIND_SNAPSHOT, spans[-1][1]) == {0: 3, 1: 4, 2: 7, 3: 6}
+    # The header, then one offset block per (group, topic): "first"'s, then GROUP's, last.
+    assert len(spans) == 3
+    assert offsets_in(snapshot, spans[-1][1]) == {0: 3, 1: 4, 2: 7, 3: 6}
+    assert offsets_in(snapshot, spans[-1][0]) == {}
+    assert offsets_in(snapshot, spans[-1][0], group="first") == {0: 9, 1: 8}
     last_start, last_end = spans[-1]
     with open(snapshot, "r+b") as f:
         f.truncate(last_end - 5)
@@ -282,9 +280,10 @@ async def test_a_truncated_snapshot_is_refused_and_recover_keeps_what_precedes(
     (recovered,) = broker.find("recovered_damaged_file", file=str(snapshot))
     assert recovered["offset"] == last_start
     assert recovered["bytes_dropped"] == len(truncated) - last_start
-    expected = offsets_in(snapshot, KIND_SNAPSHOT, last_start)
-    assert len(expected) == 3  # the last offset record is the one cut
-    assert await committed(broker) == expected
+    # What precedes the cut entry is kept; the cut block (GROUP's offsets) is gone.
+    assert await committed(broker) == {}
+    first = await fetch_committed(broker.port, "first", TOPIC, list(range(PARTITIONS)))
+    assert first == {0: (9, "m9"), 1: (8, "m8")}
     await broker.stop()
 
 
@@ -460,7 +459,8 @@ async def test_a_write_gets_the_fsync_in_flight_for_it_not_none(tmp_path: Path) 
     worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
     store = CoordinatorStore(tmp_path, 2, worker, 1 << 20, recover=False)
     try:
-        store.load()
+        for p in range(2):
+            store.load_shard(p, CoordinatorShard(p, CoordinatorConfig(), ManualTimers()))
         member = MemberRecord("m-1", None, "c", "/127.0.0.1", 10000, 10000, "consumer", (), b"a")
         group = GroupMetadataRecord("g", "consumer", 1, "range", "m-1", 0, (member,))
         store.sink_for(0)(group)  # the SyncGroup's record; its reply waits in a task

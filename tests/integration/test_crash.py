@@ -176,7 +176,7 @@ async def test_kill_9_under_load_loses_no_acknowledged_commit_or_record(tmp_path
     consumers: list[AIOKafkaConsumer] = []
     producers: list[AIOKafkaProducer] = []
     tasks: list[asyncio.Task[None]] = []
-    args = ("--fsync", "always", "--snapshot-log-bytes", "16384")
+    args = ("--fsync", "always", "--snapshot-log-bytes", "6144")
     async with broker_process(tmp_path / "data", args=args) as broker:
         await broker.start()
         async with await WireClient.connect(broker.port) as wire:

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import queue
+import stat
 import struct
 import threading
 import time
@@ -51,10 +51,11 @@ from broker.coordinator.records import (
     GroupTombstoneRecord,
     OffsetCommitRecord,
     OffsetTombstoneRecord,
-    record_from_dict,
+    decode_record,
 )
 from broker.log.partition import now_ms
-from broker.storage.entries import KIND_RECORD_LOG, KIND_SNAPSHOT, scan
+from broker.storage.coordinator_store import file_records
+from broker.storage.entries import KIND_RECORD_LOG, scan
 from broker.testing import running_server
 from protocol.records import parse_header
 from tests.support.broker_process import (
@@ -226,8 +227,8 @@ async def test_deleted_groups_and_offsets_stay_deleted_across_restarts(tmp_path:
         await broker.stop()  # the snapshot drops the deleted keys
         snapshot_groups = set()
         for path in (data / "coordinator").glob("*.snapshot"):
-            for payload in scan(str(path), path.read_bytes(), KIND_SNAPSHOT).payloads[1:]:
-                snapshot_groups.add(record_from_dict(json.loads(payload)).group_id)
+            for record in file_records(path):
+                snapshot_groups.add(record.group_id)
         assert snapshot_groups == {"kept", "trimmed"}
         await broker.start()
         await check("after SIGTERM")
@@ -493,7 +494,7 @@ def shard_logs(data: Path, shard: int) -> list[int]:
 
 async def test_snapshots_compact_the_log_and_restore_every_latest_offset(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    args = ("--snapshot-log-bytes", "4096", "--create-topic", f"{SNAP_TOPIC}:{SNAP_PARTITIONS}")
+    args = ("--snapshot-log-bytes", "1024", "--create-topic", f"{SNAP_TOPIC}:{SNAP_PARTITIONS}")
     async with broker_process(data, args=args) as broker:
         await broker.start()
         latest: dict[int, int] = {}
@@ -706,15 +707,22 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fsyncs: list[tuple[int, int, float]] = []  # (inode, size when it started, when it ended)
+    # Directories: (inode, the names in it when the fsync started, when it ended). A new file
+    # is there after a crash only once its directory entry is on disk.
+    dir_fsyncs: list[tuple[int, frozenset[str], float]] = []
     lock = threading.Lock()
     real_fsync = os.fsync
 
     def watched_fsync(fd: int) -> None:
         st = os.fstat(fd)  # fails on a closed fd just as fsync would
+        names = frozenset(os.listdir(fd)) if stat.S_ISDIR(st.st_mode) else None
         real_fsync(fd)
         done = time.monotonic()
         with lock:
-            fsyncs.append((st.st_ino, st.st_size, done))
+            if names is None:
+                fsyncs.append((st.st_ino, st.st_size, done))
+            else:
+                dir_fsyncs.append((st.st_ino, names, done))
 
     monkeypatch.setattr(os, "fsync", watched_fsync)
     data = tmp_path / "data"
@@ -776,8 +784,16 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
         )
         with lock:
             seen = list(fsyncs)
+            seen_dirs = list(dir_fsyncs)
+        first_ack: dict[Path, float] = {}  # every file holding acknowledged data
+
+        def named(path: Path, acked_at: float) -> bool:
+            """Whether ``path``'s name was in an fsync of its directory done by ``acked_at``."""
+            ino = path.parent.stat().st_ino
+            return any(i == ino and path.name in ns and at <= acked_at for i, ns, at in seen_dirs)
 
         def fsynced(path: Path, end: int, acked_at: float) -> bool:
+            first_ack[path] = min(acked_at, first_ack.get(path, acked_at))
             ino = path.stat().st_ino
             return any(i == ino and size >= end and at <= acked_at for i, size, at in seen)
 
@@ -796,7 +812,7 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
             pos = 8
             for payload in scan(str(path), buf, KIND_RECORD_LOG).payloads:
                 pos += 8 + len(payload)
-                record = record_from_dict(json.loads(payload))
+                record = decode_record(payload)
                 if isinstance(record, OffsetCommitRecord):
                     key = (record.group_id, record.offset)
                     if key in commits_acked:
@@ -821,6 +837,16 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
         assert len(records_acked) == 150
         assert found == set(commits_acked) | set(syncs_acked) | set(deletes_acked)
         assert not not_synced, f"acknowledged before any fsync covered them: {not_synced}"
+        # The files themselves (new segments as they roll, the coordinator logs) and the
+        # partition directory were in a directory fsync before their first answer.
+        segments = [p for p in first_ack if p.parent.name == "synced-0"]
+        assert len(segments) >= 3, "no segment rolled under the load"
+        unnamed = [
+            str(p)
+            for p, acked_at in first_ack.items()
+            if not (named(p, acked_at) and named(p.parent, acked_at))
+        ]
+        assert not unnamed, f"acknowledged before their directory entry was fsynced: {unnamed}"
 
 
 # --- timestamps on disk -----------------------------------------------------------------------
@@ -847,8 +873,7 @@ async def test_timestamps_on_disk_are_wall_clock_time(tmp_path: Path) -> None:
         await broker.stop()
     stamps = {}
     for path in (data / "coordinator").glob("*.snapshot"):
-        for payload in scan(str(path), path.read_bytes(), KIND_SNAPSHOT).payloads[1:]:
-            record = record_from_dict(json.loads(payload))
+        for record in file_records(path):
             if isinstance(record, OffsetCommitRecord):
                 stamps[f"commit of {record.group_id}"] = record.commit_timestamp_ms
             elif isinstance(record, GroupMetadataRecord):
