@@ -24,7 +24,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterator, Mapping
-from itertools import accumulate, pairwise
+from itertools import accumulate, pairwise, repeat
 from operator import attrgetter
 
 from broker.coordinator.core import OffsetAndMetadata
@@ -177,7 +177,13 @@ def decode_offset_block(payload: bytes) -> tuple[str, str, dict[int, OffsetAndMe
         dict(
             zip(
                 partitions,
-                map(OffsetAndMetadata, offsets, epochs, metadata, commits, expires),
+                # OffsetAndMetadata is a named tuple: built by tuple.__new__ straight from
+                # the columns, with no Python-level call per offset.
+                map(
+                    tuple.__new__,
+                    repeat(OffsetAndMetadata),
+                    zip(offsets, epochs, metadata, commits, expires, strict=True),
+                ),
                 strict=True,
             )
         ),
