@@ -140,7 +140,7 @@ class KafkaConnection(asyncio.Protocol):
                 result = self._dispatch(frame)
             except _Close as exc:
                 if out and self.transport is not None:
-                    self.transport.writelines(out)
+                    self._write_out(out)
                 self._close(str(exc))
                 return
             if result is None:
@@ -165,7 +165,7 @@ class KafkaConnection(asyncio.Protocol):
             self.waiting = fut
             fut.add_done_callback(functools.partial(self._finished, spec=spec, corr=corr))
         if out and self.transport is not None:
-            self.transport.writelines(out)
+            self._write_out(out)
         self._flow()
         self._close_if_done()
 
@@ -193,7 +193,7 @@ class KafkaConnection(asyncio.Protocol):
                 if until.cancelled() or until.exception() is not None:
                     error = "cancelled" if until.cancelled() else str(until.exception())
                     if out and self.transport is not None:
-                        self.transport.writelines(out)
+                        self._write_out(out)
                     self.log.error("fsync_failed_answers_withheld", error=error)
                     self._close(f"fsync failed: {error}")
                     return
@@ -202,7 +202,7 @@ class KafkaConnection(asyncio.Protocol):
         if not held:
             self._watched = None
         if out and self.transport is not None:
-            self.transport.writelines(out)
+            self._write_out(out)
         self._flow()
         if self.waiting is None and self.queue:
             self._run()
@@ -213,8 +213,18 @@ class KafkaConnection(asyncio.Protocol):
         """Write now, or queue behind held answers."""
         if self.held:
             self._hold(None, framed)
-        elif self.transport is not None:
-            self.transport.writelines(framed)
+        else:
+            self._write_out(framed)
+
+    def _write_out(self, chunks: list[bytes]) -> None:
+        if self.transport is None:
+            return
+        try:
+            self.broker.before_send()
+        except OSError as exc:  # the records are not in the file: acknowledge nothing
+            self._close(f"writing coordinator records failed: {exc}")
+            return
+        self.transport.writelines(chunks)
 
     def _close_if_done(self) -> None:
         if self.waiting is not None or self.held or self.queue:

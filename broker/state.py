@@ -50,8 +50,15 @@ class Broker:
         if d is None:
             return None
         if self.config.fsync_mode != "always":
-            return d.state_synced()  # written now; fsynced by the interval, or never
+            return None  # written before the answer goes out (``before_send``)
         return self._coalesced("state", d.state_synced)
+
+    def before_send(self) -> None:
+        """Called by a connection before it writes answers: under ``--data-dir`` the
+        coordinator records emitted so far are written first (one write per batch of
+        answers), so an answer never reaches a client before its records reach the file."""
+        if self.durability is not None:
+            self.durability.write_pending()
 
     def data_synced(self) -> asyncio.Future[None] | None:
         """After a produce: a future for the batches being durable (fsync=always), or None."""

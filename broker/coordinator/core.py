@@ -12,6 +12,7 @@ from .commands import JoinGroupResult, SyncGroupResult
 from .config import CoordinatorConfig
 from .group import ClassicGroup, Member
 from .records import (
+    BatchRecordSink,
     GroupMetadataRecord,
     GroupTombstoneRecord,
     OffsetCommitRecord,
@@ -71,6 +72,8 @@ class ShardCore:
         self.timers = timers
         self.sink: RecordSink = sink or _no_sink
         self.persisting = sink is not None  # without a sink, hot paths skip building records
+        # A sink that takes a topic's offset commits at once (no record per partition).
+        self.commit_sink = sink.offset_commits if isinstance(sink, BatchRecordSink) else None
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
         self.owned = True

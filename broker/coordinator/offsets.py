@@ -75,13 +75,16 @@ class OffsetOps(ShardCore):
         # The live path applies what replay(OffsetCommitRecord) would, without building a
         # record unless a sink persists it (the replay property test checks both agree).
         stored = self.offsets.get(group_id)
-        persisting = self.persisting
+        # Records go to a batch sink a topic at a time, else one per partition to a plain one.
+        commit_sink = self.commit_sink
+        per_record = self.persisting and commit_sink is None
         ok = ErrorCode.NONE
         new_offset = _new_offset
         topics = []
         for name, partitions in cmd.topics:
             parts = []
             stored_parts = None
+            applied: list[tuple[int, int, int, str]] = []
             for partition, offset, leader_epoch, metadata in partitions:
                 if not metadata:
                     metadata = ""
@@ -95,13 +98,17 @@ class OffsetOps(ShardCore):
                     if stored_parts is None:
                         stored_parts = stored[name] = {}
                 stored_parts[partition] = new_offset((offset, leader_epoch, metadata, now, expire))
-                if persisting:
+                if commit_sink is not None:
+                    applied.append((partition, offset, leader_epoch, metadata))
+                elif per_record:
                     self.sink(
                         OffsetCommitRecord(
                             group_id, name, partition, offset, leader_epoch, metadata, now, expire
                         )
                     )
                 parts.append((partition, ok))
+            if applied and commit_sink is not None:
+                commit_sink(group_id, name, applied, now, expire)
             topics.append((name, tuple(parts)))
         return OffsetCommitResult(tuple(topics))
 

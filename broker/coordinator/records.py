@@ -30,13 +30,15 @@ A payload whose version is above ``RECORD_FORMAT_VERSION`` raises ``NewerRecordF
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "JSON_RECORD_FORMAT_VERSION",
     "RECORD_FORMAT_VERSION",
+    "BatchRecordSink",
+    "CommitEntries",
     "GroupMetadataRecord",
     "GroupTombstoneRecord",
     "MemberRecord",
@@ -47,6 +49,7 @@ __all__ = [
     "RecordFormatError",
     "RecordSink",
     "decode_record",
+    "encode_offset_commit",
     "encode_record",
     "record_from_dict",
     "record_to_dict",
@@ -121,6 +124,29 @@ class GroupTombstoneRecord:
 
 Record = OffsetCommitRecord | OffsetTombstoneRecord | GroupMetadataRecord | GroupTombstoneRecord
 RecordSink = Callable[[Record], None]
+
+# One topic's partitions of an OffsetCommit: (partition, offset, leader epoch, metadata).
+CommitEntries = Sequence[tuple[int, int, int, str]]
+
+
+@runtime_checkable
+class BatchRecordSink(Protocol):
+    """A sink that also takes one topic's offset commits at once, without a record object per
+    partition (the commit hot path). ``offset_commits(g, t, entries, now, expire)`` must
+    persist exactly what ``OffsetCommitRecord(g, t, p, o, e, m, now, expire)`` per entry
+    would."""
+
+    def __call__(self, record: Record, /) -> None: ...
+
+    def offset_commits(
+        self,
+        group_id: str,
+        topic: str,
+        entries: CommitEntries,
+        commit_timestamp_ms: int,
+        expire_timestamp_ms: int | None,
+    ) -> None: ...
+
 
 _TYPES: dict[str, type] = {
     "offset_commit": OffsetCommitRecord,
@@ -220,30 +246,51 @@ _I64 = struct.Struct(">q")
 _MEMBER_TIMEOUTS = struct.Struct(">ii")
 
 
+def encode_offset_commit(
+    group: bytes,
+    topic: bytes,
+    partition: int,
+    offset: int,
+    leader_epoch: int,
+    metadata: str,
+    commit_timestamp_ms: int,
+    expire_timestamp_ms: int | None,
+) -> bytes:
+    """An offset commit record's binary form, from the UTF-8 group and topic (encoded once
+    for all the partitions of a commit)."""
+    m = metadata.encode() if metadata else b""
+    return (
+        _OFFSET_COMMIT.pack(
+            RECORD_FORMAT_VERSION,
+            TYPE_OFFSET_COMMIT,
+            0 if expire_timestamp_ms is None else 1,
+            partition,
+            offset,
+            leader_epoch,
+            commit_timestamp_ms,
+            0 if expire_timestamp_ms is None else expire_timestamp_ms,
+            len(group),
+            len(topic),
+            len(m),
+        )
+        + group
+        + topic
+        + m
+    )
+
+
 def encode_record(record: Record) -> bytes:
     """The binary form of ``record`` (record format version ``RECORD_FORMAT_VERSION``)."""
     if type(record) is OffsetCommitRecord:
-        g = record.group_id.encode()
-        t = record.topic.encode()
-        m = record.metadata.encode()
-        expire = record.expire_timestamp_ms
-        return (
-            _OFFSET_COMMIT.pack(
-                RECORD_FORMAT_VERSION,
-                TYPE_OFFSET_COMMIT,
-                0 if expire is None else 1,
-                record.partition,
-                record.offset,
-                record.leader_epoch,
-                record.commit_timestamp_ms,
-                0 if expire is None else expire,
-                len(g),
-                len(t),
-                len(m),
-            )
-            + g
-            + t
-            + m
+        return encode_offset_commit(
+            record.group_id.encode(),
+            record.topic.encode(),
+            record.partition,
+            record.offset,
+            record.leader_epoch,
+            record.metadata,
+            record.commit_timestamp_ms,
+            record.expire_timestamp_ms,
         )
     if type(record) is OffsetTombstoneRecord:
         g = record.group_id.encode()

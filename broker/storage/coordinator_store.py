@@ -32,14 +32,15 @@ import structlog
 
 from broker.coordinator.core import OffsetAndMetadata
 from broker.coordinator.records import (
+    CommitEntries,
     GroupMetadataRecord,
     GroupTombstoneRecord,
     NewerRecordFormat,
     OffsetCommitRecord,
     Record,
     RecordFormatError,
-    RecordSink,
     decode_record,
+    encode_offset_commit,
     encode_record,
     record_from_dict,
 )
@@ -312,22 +313,20 @@ class CoordinatorStore:
         elif isinstance(record, GroupTombstoneRecord):
             files.groups.pop(record.group_id, None)
 
-    def sink_for(self, shard: int) -> RecordSink:
-        files = self.shards[shard]
+    def sink_for(self, shard: int) -> _ShardSink:
+        return _ShardSink(self, shard)
 
-        def sink(record: Record) -> None:
-            if self.closed:
-                log.error("record_after_close", shard=shard, record=type(record).__name__)
-                return
-            if type(record) is not OffsetCommitRecord:
-                self._track(files, record)
-            files.buf += entry(encode_record(record))
-            self._dirty.add(shard)
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._write)
+    def _appended(self, shard: int) -> None:
+        self._dirty.add(shard)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._write)
 
-        return sink
+    def write_pending(self) -> None:
+        """Write what was emitted (before an answer goes out, so whatever a client is told
+        is at least in the page cache, whatever the fsync policy)."""
+        if self._dirty:
+            self._write()
 
     def _write(self) -> None:
         self._flush_scheduled = False
@@ -477,3 +476,56 @@ def file_records(path: Path, data: bytes | None = None) -> Iterator[Record]:
                 )
         else:
             yield _decode(path, at, payload, result.version)
+
+
+class _ShardSink:
+    """A shard's record sink (``BatchRecordSink``): records are appended to the shard's
+    buffer as CRC-checked entries; the store writes the buffer at the end of the loop turn,
+    or before an answer goes out."""
+
+    __slots__ = ("files", "shard", "store")
+
+    def __init__(self, store: CoordinatorStore, shard: int) -> None:
+        self.store = store
+        self.shard = shard
+        self.files = store.shards[shard]
+
+    def __call__(self, record: Record, /) -> None:
+        store = self.store
+        if store.closed:
+            log.error("record_after_close", shard=self.shard, record=type(record).__name__)
+            return
+        if type(record) is not OffsetCommitRecord:
+            store._track(self.files, record)
+        self.files.buf += entry(encode_record(record))
+        store._appended(self.shard)
+
+    def offset_commits(
+        self,
+        group_id: str,
+        topic: str,
+        entries: CommitEntries,
+        commit_timestamp_ms: int,
+        expire_timestamp_ms: int | None,
+    ) -> None:
+        store = self.store
+        if store.closed:
+            log.error("record_after_close", shard=self.shard, record="OffsetCommitRecord")
+            return
+        g = group_id.encode()
+        t = topic.encode()
+        buf = self.files.buf
+        for partition, offset, leader_epoch, metadata in entries:
+            buf += entry(
+                encode_offset_commit(
+                    g,
+                    t,
+                    partition,
+                    offset,
+                    leader_epoch,
+                    metadata,
+                    commit_timestamp_ms,
+                    expire_timestamp_ms,
+                )
+            )
+        store._appended(self.shard)

@@ -80,6 +80,11 @@ class Durability:
         assert self.coordinator_store is not None
         return self.coordinator_store.flush()
 
+    def write_pending(self) -> None:
+        """Write the coordinator records emitted so far (before answers go out)."""
+        assert self.coordinator_store is not None
+        self.coordinator_store.write_pending()
+
     def data_synced(self) -> asyncio.Future[None] | None:
         """After a produce: under fsync=always, a future for the appended batches' fsync."""
         assert self.worker is not None

@@ -426,3 +426,46 @@ async def test_a_failed_write_leaves_no_half_entry_and_is_retried(
         monkeypatch.undo()
         await store.finish(store.capture())
         worker.close()
+
+
+@given(
+    group=st.text(max_size=12),
+    topic=st.text(max_size=12),
+    entries=st.lists(
+        st.tuples(
+            st.integers(-(2**31), 2**31 - 1),
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-(2**31), 2**31 - 1),
+            st.text(max_size=8),
+        ),
+        max_size=5,
+    ),
+    now=st.integers(0, 2**62),
+    expire=st.none() | st.integers(0, 2**62),
+)
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+def test_the_batch_commit_sink_writes_the_bytes_of_one_record_per_partition(
+    tmp_path: Path,
+    group: str,
+    topic: str,
+    entries: list[tuple[int, int, int, str]],
+    now: int,
+    expire: int | None,
+) -> None:
+    async def run() -> tuple[bytes, bytes]:
+        worker = FsyncWorker(asyncio.get_running_loop(), "never", 1000)
+        store = CoordinatorStore(tmp_path / "d", 2, worker, 1 << 30, recover=False)
+        try:
+            batch, plain = store.sink_for(0), store.sink_for(1)
+            batch.offset_commits(group, topic, entries, now, expire)
+            for p, o, e, m in entries:
+                plain(OffsetCommitRecord(group, topic, p, o, e, m, now, expire))
+            return bytes(store.shards[0].buf), bytes(store.shards[1].buf)
+        finally:
+            store.shards[0].buf.clear()
+            store.shards[1].buf.clear()
+            await store.finish(store.capture())
+            worker.close()
+
+    batch_bytes, plain_bytes = asyncio.run(run())
+    assert batch_bytes == plain_bytes

@@ -29,6 +29,7 @@ from broker.coordinator import (
 )
 from broker.coordinator.consumer_protocol import encode_subscription
 from broker.coordinator.group import ClassicGroup
+from broker.coordinator.records import CommitEntries, OffsetCommitRecord, RecordSink
 
 DELAY = 100  # initial rebalance delay in tests
 SESSION = 1000
@@ -49,14 +50,46 @@ def sub(*topics: str) -> bytes:
     return encode_subscription(list(topics))
 
 
+class ListSink:
+    """Collects what a shard emits. As a batch sink (what the broker's store is), a topic's
+    offset commits arrive at once and are kept as the records they stand for."""
+
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+
+    def __call__(self, record: Record, /) -> None:
+        self.records.append(record)
+
+    def offset_commits(
+        self,
+        group_id: str,
+        topic: str,
+        entries: CommitEntries,
+        commit_timestamp_ms: int,
+        expire_timestamp_ms: int | None,
+    ) -> None:
+        self.records.extend(
+            OffsetCommitRecord(
+                group_id, topic, p, o, e, m, commit_timestamp_ms, expire_timestamp_ms
+            )
+            for p, o, e, m in entries
+        )
+
+
 class Harness:
-    def __init__(self, config: CoordinatorConfig = TEST_CONFIG, **overrides: Any) -> None:
+    """A shard on a manual clock. ``batch_sink=False`` hands it a plain record sink (one
+    record per committed partition) instead of a batch sink."""
+
+    def __init__(
+        self, config: CoordinatorConfig = TEST_CONFIG, batch_sink: bool = True, **overrides: Any
+    ) -> None:
         if overrides:
             config = dataclasses.replace(config, **overrides)
         self.config = config
         self.timers = ManualTimers()
         self.records: list[Record] = []
-        self.shard = CoordinatorShard(0, config, self.timers, sink=self.records.append)
+        sink: RecordSink = ListSink(self.records) if batch_sink else self.records.append
+        self.shard = CoordinatorShard(0, config, self.timers, sink=sink)
 
     # --- operations ------------------------------------------------------------------------
     def join(

@@ -233,3 +233,27 @@ def test_explicit_retention_time_v2_v4() -> None:
     h.commit({("t", 0): 1}, retention=1000)
     h.advance(CHECK)
     assert not h.shard.committed("g")
+
+
+def test_metadata_limit_counts_utf16_units_as_java_does() -> None:
+    # 2 code points of 2 UTF-16 units each: 4 units, at the limit; a third is over it.
+    h = Harness(offset_metadata_max_bytes=4)
+    assert h.commit({("t", 0): 1}, metadata="😀😀").errors()[("t", 0)] == E.NONE
+    assert h.commit({("t", 0): 1}, metadata="😀😀a").errors()[("t", 0)] == (
+        E.OFFSET_METADATA_TOO_LARGE
+    )
+    assert h.commit({("t", 0): 1}, metadata="abcd").errors()[("t", 0)] == E.NONE
+
+
+def test_a_batch_sink_gets_exactly_the_records_a_plain_sink_gets() -> None:
+    """The commit hot path hands a topic's commits to a batch sink at once; what it stands
+    for must be the records the one-record-per-partition path emits, in the same order."""
+    plain, batch = Harness(batch_sink=False), Harness(batch_sink=True)
+    for h in (plain, batch):
+        h.commit({("t", 0): 5, ("t", 1): 6, ("u", 0): 7}, metadata="m")
+        h.commit({("t", 0): 8}, retention=1000)
+        h.commit({("t", 1): 9}, metadata="x" * 5000)  # over the limit: no record
+        h.commit({("v", 2): 10, ("t", 3): 11})
+    assert [type(r).__name__ for r in plain.records].count("OffsetCommitRecord") == 6
+    assert batch.records == plain.records
+    assert batch.shard.offsets == plain.shard.offsets
