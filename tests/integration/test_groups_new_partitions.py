@@ -2,8 +2,9 @@
 
 "Adding partitions to a subscribed topic makes every client rebalance and pick up the new
 partitions." aiokafka is covered in ``test_groups_aiokafka.py``; here the same scenario runs
-for confluent-kafka (librdkafka), kafka-python 3, kafkajs (``tests/js/new_partitions.js``)
-and the Java client (``tests/java/KgroupdNewPartitions.java``):
+for confluent-kafka (librdkafka), kafkajs (``tests/js/new_partitions.js``) and the Java
+client (``tests/java/KgroupdNewPartitions.java``). kafka-python 3 has its test here too, skipped:
+its leader can lose the rebalance it started itself (a client bug, see ``KAFKA_PYTHON_LOST_JOIN``).
 
 1. two members of one group subscribe to a 2-partition topic and split it (Stable);
 2. CreatePartitions (aiokafka's admin client) raises the topic to 4 partitions;
@@ -30,6 +31,7 @@ import re
 import shutil
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -49,14 +51,20 @@ from tests.integration.test_groups_kafkajs import install_kafkajs
 from tests.support.groups import decode_assignment
 from tests.support.java import JavaClient, java_available, prepare_java_client
 
-# kafka-python is not in this file: its leader intermittently stops heartbeating after the
-# rebalance that follows the partition change, while the broker has answered every request
-# (traced request by request); see the session note. Its other group tests are elsewhere.
+# kafka-python 3.0 reads its message schemas with importlib.resources.read_text (deprecated in
+# Python 3.11 and 3.12) as its modules load.
+_LEGACY_RESOURCES = "(read_text|open_text) is deprecated"
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", _LEGACY_RESOURCES, DeprecationWarning)
+    from kafka import KafkaConsumer
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+pytestmark = pytest.mark.filterwarnings(f"ignore:{_LEGACY_RESOURCES}:DeprecationWarning")
 
 REPO = Path(__file__).resolve().parents[2]
 JS_SCRIPT = REPO / "tests" / "js" / "new_partitions.js"
 JAVA_MAIN = "KgroupdNewPartitions"
-CLIENTS = ("confluent", "kafkajs", "java")
+CLIENTS = ("confluent", "kafka-python", "kafkajs", "java")
 BEFORE, AFTER = 2, 4
 MEMBERS = 2
 META_AGE_MS = 1000
@@ -134,7 +142,9 @@ class ThreadMembers(Members):
         self._make = make
         self._stop = threading.Event()
         self._threads = [
-            threading.Thread(target=self._run, args=(f"{prefix}{i}",), daemon=True)
+            threading.Thread(
+                target=self._run, args=(f"{prefix}{i}",), name=f"member-{prefix}{i}", daemon=True
+            )
             for i in range(MEMBERS)
         ]
         for t in self._threads:
@@ -205,6 +215,50 @@ def confluent_member(
             events.append(
                 {"event": "record", "member": name, "partition": msg.partition(), "value": value}
             )
+
+        return poll, consumer.close
+
+    return make
+
+
+def kafka_python_member(
+    bootstrap: str, group: str, topic: str
+) -> Callable[[str, list[dict[str, Any]]], tuple[Callable[[], None], Callable[[], None]]]:
+    def make(name: str, events: list[dict[str, Any]]) -> tuple[Callable[[], None], Any]:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=name,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=250,
+            metadata_max_age_ms=META_AGE_MS,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked: set[Any]) -> None:
+                parts = sorted(tp.partition for tp in revoked)
+                events.append({"event": "revoked", "member": name, "partitions": parts})
+
+            def on_partitions_assigned(self, assigned: set[Any]) -> None:
+                parts = sorted(tp.partition for tp in assigned)
+                events.append({"event": "assigned", "member": name, "partitions": parts})
+
+        consumer.subscribe([topic], listener=Listener())
+
+        def poll() -> None:
+            for tp, batch in consumer.poll(timeout_ms=50).items():
+                for rec in batch:
+                    value = (rec.value or b"").decode()
+                    events.append(
+                        {
+                            "event": "record",
+                            "member": name,
+                            "partition": tp.partition,
+                            "value": value,
+                        }
+                    )
 
         return poll, consumer.close
 
@@ -393,6 +447,46 @@ async def test_confluent_group_picks_up_new_partitions(
 ) -> None:
     group, topic = "grow-confluent", topic_of("confluent")
     members = ThreadMembers(confluent_member(bootstrap, group, topic), "c")
+    started.append(members)
+    await grow_and_consume(server, bootstrap, admin, members, group, topic)
+    await members.close()
+
+
+# kafka-python 3.0.12 (the newest release) loses a join that finishes while no poll() awaits
+# it, in kafka/coordinator/base.py BaseCoordinator.join_group_async and
+# kafka/coordinator/consumer.py ConsumerCoordinator.need_rejoin:
+# - poll(timeout_ms=N) hands its remaining time to join_group_async, which on timeout leaves
+#   the JoinGroup -> SyncGroup task (_join_task) running on the IO thread and returns False;
+# - the partition change is noticed by the leader alone, as _assignment_snapshot !=
+#   _metadata_snapshot in need_rejoin(); rejoin_needed stays False;
+# - if the JoinGroup answer arrives before the next poll() checks need_rejoin(), the task's
+#   _perform_assignment sets _assignment_snapshot = _metadata_snapshot, so need_rejoin() is
+#   False from then on (a pending _join_task is not counted, unlike Java's
+#   rejoinNeededOrPending) and join_group_async never runs again: the finished task's
+#   assignment is never applied, state stays REBALANCING, heartbeats stay disabled (they were
+#   disabled for the join), and the broker expires the leader after session_timeout_ms. The
+#   leader then sends only Metadata, forever.
+# - when rejoin_needed is True instead (first join, a REBALANCE_IN_PROGRESS heartbeat),
+#   join_group_async replaces a finished task by a new one (``_join_task.is_done``), so it
+#   drops a completed join and sends another JoinGroup: an extra rebalance, not a hang.
+# No setting avoids it: any finite poll timeout can end during a join, and the broker must hold
+# the leader's JoinGroup until the other member rejoins (Kafka's rule). Reproduced 3 runs in 20
+# with poll(timeout_ms=50); every broker answer in those runs is Kafka's. With the join
+# collected as Java does (pending task counted in need_rejoin, a finished one awaited, not
+# replaced; tried as an out-of-tree patch) it passed 20 of 20.
+KAFKA_PYTHON_LOST_JOIN = (
+    "kafka-python 3.0.12 loses a leader join that completes after poll()'s timeout "
+    "(BaseCoordinator.join_group_async / ConsumerCoordinator.need_rejoin): the leader stops "
+    "heartbeating and is expired; see the comment above this test"
+)
+
+
+@pytest.mark.skip(reason=KAFKA_PYTHON_LOST_JOIN)
+async def test_kafka_python_group_picks_up_new_partitions(
+    server: KafkaServer, bootstrap: str, admin: AIOKafkaAdminClient, started: list[Members]
+) -> None:
+    group, topic = "grow-kafka-python", topic_of("kafka-python")
+    members = ThreadMembers(kafka_python_member(bootstrap, group, topic), "k")
     started.append(members)
     await grow_and_consume(server, bootstrap, admin, members, group, topic)
     await members.close()
