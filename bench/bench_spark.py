@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -99,8 +100,47 @@ def session() -> Any:
     return spark
 
 
-def run_query(df: Any, checkpoint: Path, records: int) -> tuple[float, float, int]:
-    """(seconds, steady micro-batch latency ms, data batches) of one availableNow run."""
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children of any of its threads, recursively)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            found.append(child)
+            found.extend(descendants(child))
+    return found
+
+
+def cpu_snapshot(jvm: int, broker: int) -> dict[str, dict[int, float]]:
+    """CPU seconds so far of the JVM, the Python workers under it, and the broker."""
+    snap: dict[str, dict[int, float]] = {"jvm": {}, "python": {}, "broker": {}}
+    for group, pids in (("jvm", [jvm]), ("python", descendants(jvm)), ("broker", [broker])):
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                snap[group][pid] = h.cpu_seconds(pid)
+    return snap
+
+
+def cpu_used(
+    before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]
+) -> dict[str, float]:
+    """CPU seconds each group used between two snapshots (new processes count from 0;
+    Python workers that exited in between are missed, so the figure is a lower bound)."""
+    return {
+        group: sum(t - before[group].get(pid, 0.0) for pid, t in after[group].items())
+        for group in after
+    }
+
+
+def run_query(
+    df: Any, checkpoint: Path, records: int, jvm: int, broker: int
+) -> tuple[float, float, int, dict[str, float]]:
+    """(seconds, steady micro-batch latency ms, data batches, CPU seconds by process group)
+    of one availableNow run."""
+    before = cpu_snapshot(jvm, broker)
     t0 = time.perf_counter()
     query = (
         df.writeStream.format("noop")
@@ -110,6 +150,7 @@ def run_query(df: Any, checkpoint: Path, records: int) -> tuple[float, float, in
     )
     query.awaitTermination()
     seconds = time.perf_counter() - t0
+    cpu = cpu_used(before, cpu_snapshot(jvm, broker))
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     read = sum(p["numInputRows"] for p in batches)
     if read != records:
@@ -117,7 +158,7 @@ def run_query(df: Any, checkpoint: Path, records: int) -> tuple[float, float, in
     steady = [p["durationMs"]["triggerExecution"] for p in batches[1:]] or [
         batches[0]["durationMs"]["triggerExecution"]
     ]
-    return seconds, h.median(steady), len(batches)
+    return seconds, h.median(steady), len(batches), cpu
 
 
 def main() -> None:
@@ -166,17 +207,21 @@ def main() -> None:
                 )
 
             workloads = {"kgroupd": kgroupd_df, "parquet": parquet_df}
-            results: dict[str, list[tuple[float, float, int]]] = {k: [] for k in workloads}
+            results: dict[str, list[tuple[float, float, int, dict[str, float]]]] = {
+                k: [] for k in workloads
+            }
+            jvm = spark.sparkContext._gateway.proc.pid
             for round_no in range(args.rounds + 1):
                 order = list(workloads) if round_no % 2 == 0 else list(reversed(workloads))
                 for name in order:
                     checkpoint = work / f"ck-{name}-{round_no}"
-                    got = run_query(workloads[name](), checkpoint, args.records)
+                    got = run_query(workloads[name](), checkpoint, args.records, jvm, broker.pid)
                     shutil.rmtree(checkpoint, ignore_errors=True)
                     label = "warm-up" if round_no == 0 else f"round {round_no}"
                     log(
                         f"{label} {name}: {got[0]:.1f} s, {args.records / got[0]:,.0f} rec/s, "
-                        f"steady batch {got[1]:.0f} ms, {got[2]} batches"
+                        f"steady batch {got[1]:.0f} ms, {got[2]} batches, CPU s "
+                        + ", ".join(f"{k} {v:.1f}" for k, v in got[3].items())
                     )
                     if round_no > 0:
                         results[name].append(got)
@@ -199,6 +244,14 @@ def main() -> None:
             f"{mb / h.median([r[0] for r in runs]):.0f} | "
             f"{h.median(lat):.0f} ({min(lat):.0f}-{max(lat):.0f}) |"
         )
+    print("\nCPU seconds per run, median (JVM, Python workers, broker):\n")
+    print("| source | JVM | Python workers | broker |")
+    print("|---|---|---|---|")
+    for name, runs in results.items():
+        cells = " | ".join(
+            f"{h.median([r[3][g] for r in runs]):.1f}" for g in ("jvm", "python", "broker")
+        )
+        print(f"| {name} | {cells} |")
     slower = medians["parquet"] / medians["kgroupd"]
     print(f"\nParquet / kgroupd records/s: **{slower:.2f}x** (target: at most 5x)")
 

@@ -10,13 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import BrokerThread
-from tests.pipeline.kafka_helpers import committed, end_offsets
-
-pytest.importorskip("pyspark", reason="the spark extra is not installed")
-
 from pipeline.demo_producer import Event, ensure_topic, make_events, produce
 from pipeline.job import JobConfig, start
+from tests.pipeline.conftest import BrokerThread
+from tests.pipeline.kafka_helpers import committed, end_offsets
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import StreamingQueryException
 
+from pipeline.source import (
+    KgroupdStreamReader,
+    OffsetRange,
+    SourceOptions,
+    kafka_schema,
+    read_range,
+)
 from tests.pipeline.conftest import BrokerThread
 from tests.pipeline.kafka_helpers import (
     add_partitions,
@@ -25,18 +33,6 @@ from tests.pipeline.spark_helpers import (
     data_batches,
     run_available_now,
     stream,
-)
-
-pytest.importorskip("pyspark", reason="the spark extra is not installed")
-
-from pyspark.errors import StreamingQueryException
-
-from pipeline.source import (
-    KgroupdStreamReader,
-    OffsetRange,
-    SourceOptions,
-    kafka_schema,
-    read_range,
 )
 
 pytestmark = pytest.mark.spark
