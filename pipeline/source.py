@@ -486,7 +486,7 @@ class RangeFetcher:
     with aiokafka's record reader.
 
     aiokafka's consumer would do the same fetches, but builds a ``ConsumerRecord`` per record
-    on the way; going one level down reads about 2-3x as many records per second (see
+    on the way; going one level down reads about twice as many records per second (see
     BENCHMARKS.md), and the records go straight into Arrow columns."""
 
     def __init__(self, opts: SourceOptions, part: OffsetRange) -> None:
