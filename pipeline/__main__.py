@@ -1,0 +1,65 @@
+"""``python -m pipeline --bootstrap-server HOST:PORT``: run the reference streaming job.
+
+See ``pipeline.job``. With ``--available-now`` it reads what is on the topic, writes the
+windows the watermark has closed, and exits; otherwise it runs until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from pipeline.job import JobConfig, spark_session, start
+
+
+def parse(argv: list[str] | None = None) -> tuple[JobConfig, str]:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
+    parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the broker")
+    parser.add_argument("--topic", default="events")
+    parser.add_argument("--group", default="kgroupd-pipeline", help="where progress is committed")
+    parser.add_argument("--output", default="pipeline-out/window_counts", help="Parquet dir")
+    parser.add_argument("--checkpoint", default="pipeline-out/checkpoint")
+    parser.add_argument("--window", default="1 minute")
+    parser.add_argument("--watermark", default="30 seconds")
+    parser.add_argument("--starting-offsets", default="earliest")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument("--trigger-interval", default="10 seconds")
+    parser.add_argument(
+        "--available-now", action="store_true", help="process what is there, then exit"
+    )
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args(argv)
+    config = JobConfig(
+        bootstrap_server=args.bootstrap_server,
+        topic=args.topic,
+        group=args.group,
+        output=args.output,
+        checkpoint=args.checkpoint,
+        window=args.window,
+        watermark=args.watermark,
+        starting_offsets=args.starting_offsets,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        available_now=args.available_now,
+        trigger_interval=args.trigger_interval,
+    )
+    return config, args.master
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    config, master = parse(argv)
+    spark = spark_session(master)
+    spark.sparkContext.setLogLevel("WARN")
+    query = start(spark, config)
+    logging.info("query %s started: %s -> %s", query.id, config.topic, config.output)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

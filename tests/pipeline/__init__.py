@@ -1,0 +1,1 @@
+"""PySpark source and reference pipeline tests (real Spark local[2], real broker)."""
