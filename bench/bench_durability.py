@@ -12,9 +12,10 @@ gets (1) OffsetCommit v2 of 8 partitions each, simple commits, ``--commit-connec
 MiB of pre-encoded 16 KiB ProduceRequest v7 batches (acks=1) over ``--produce-connections``
 connections, one partition each, 8 in flight (bench_throughput.py's client), to a fresh topic
 that is deleted afterwards. Rounds rotate which broker goes first; figures are medians. Under
-``always`` an answer waits for its fsync and a connection handles its requests in order, so
-the commits that share an fsync (group commit) come from different connections: hence 20 of
-them. Target: ``always`` keeps at least half the in-memory commit rate.
+``always`` an answer waits for its fsync while the connection goes on with the requests behind
+it, so one fsync covers every connection's pipeline (group commit); the 20 groups land on
+different coordinator shards, as a real deployment's would. Target: ``always`` keeps at least
+half the in-memory commit rate.
 
 restart: one broker with ``--data-dir`` (``--fsync always``) gets ``--offsets`` committed
 offsets (``--restart-groups`` groups x ``--partitions-per-commit`` partitions per OffsetCommit,
