@@ -82,8 +82,14 @@ class PartitionStore:
         the active one)."""
         path = self.directory / "log-start-offset"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(str(log_start_offset))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_all(fd, str(log_start_offset).encode())
+            os.fsync(fd)  # rare (retention moved the start): not worth a round trip
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
+        self.worker.dirty_dir(self.directory)  # the rename, with the next fsync round
         deleted = 0
         while len(self.segments) > 1 and self.segments[0].last_offset < log_start_offset:
             self.segments.pop(0).path.unlink(missing_ok=True)
