@@ -2,8 +2,9 @@
 
 A snapshot is a file of kind ``KIND_SNAPSHOT`` whose entries are, in order:
 
-1. the header: ``uint8 version (2) | uint8 type (16) | int64 next_log_seq`` (the first
-   record log the snapshot does not cover);
+1. the header: ``uint8 version (2) | uint8 type | int64 next_log_seq``: the first record
+   log the snapshot does not cover; type 18 counts the broker's shared coordinator logs
+   (``log-SEQ.log``), type 16 (written before them) the shard's own (``shard-NN-SEQ.log``);
 2. one group metadata record (``encode_record``, type 3) per group with one;
 3. offset blocks, one or more per (group, topic): every committed offset of some of that
    topic's partitions, packed column by column so that loading one is a few C-level calls
@@ -32,6 +33,7 @@ from broker.coordinator.records import RECORD_FORMAT_VERSION, RecordFormatError
 
 TYPE_SNAPSHOT_HEADER = 16
 TYPE_OFFSET_BLOCK = 17
+TYPE_SNAPSHOT_HEADER_SHARED = 18
 BLOCK_PARTITIONS = 8192
 
 _HEADER = struct.Struct(">BBq")
@@ -50,18 +52,25 @@ _metadata = attrgetter("metadata")
 
 
 def encode_header(next_log_seq: int) -> bytes:
-    return _HEADER.pack(RECORD_FORMAT_VERSION, TYPE_SNAPSHOT_HEADER, next_log_seq)
+    """A snapshot header: the snapshot covers the broker's shared coordinator logs below
+    ``next_log_seq`` (type 18)."""
+    return _HEADER.pack(RECORD_FORMAT_VERSION, TYPE_SNAPSHOT_HEADER_SHARED, next_log_seq)
 
 
-def decode_header(payload: bytes) -> int:
-    """``next_log_seq`` of a snapshot header entry; raises ``RecordFormatError``."""
-    if len(payload) != _HEADER.size or payload[1] != TYPE_SNAPSHOT_HEADER:
+def decode_header(payload: bytes) -> tuple[int, bool]:
+    """``(next_log_seq, shared)`` of a snapshot header entry: ``shared`` for the shared log's
+    sequence (type 18), else the shard's own logs' (type 16, written before the shared log);
+    raises ``RecordFormatError``."""
+    if len(payload) != _HEADER.size or payload[1] not in (
+        TYPE_SNAPSHOT_HEADER,
+        TYPE_SNAPSHOT_HEADER_SHARED,
+    ):
         raise RecordFormatError("not a snapshot header")
-    version, _type, next_log_seq = _HEADER.unpack(payload)
+    version, kind, next_log_seq = _HEADER.unpack(payload)
     if version != RECORD_FORMAT_VERSION:
         raise RecordFormatError(f"snapshot header of version {version}")
     seq: int = next_log_seq
-    return seq
+    return seq, kind == TYPE_SNAPSHOT_HEADER_SHARED
 
 
 def _column(code: str, values: object) -> bytes:

@@ -1,20 +1,29 @@
-"""Coordinator state on disk: one record log per shard, compacted into snapshots.
+"""Coordinator state on disk: one record log for every shard, compacted into per-shard
+snapshots.
 
 Every record a shard emits is appended (as a binary record, ``encode_record``, in a
-CRC-checked entry) to its current log file, written on the event loop; ``flush()`` hands back
-a future for the fsync when the policy is ``always``. When a log passes ``snapshot_bytes``
-(and at clean shutdown) the shard's compacted state is written to a snapshot: a new log is
-started at once, the snapshot is written and fsynced off the loop, renamed into place, and
-only then are the logs it covers deleted, so a crash at any point leaves a snapshot plus the
-logs after it.
+CRC-checked entry) to the broker's current coordinator log ``log-SEQ.log``, written on the
+event loop; ``flush()`` hands back a future for the fsync when the policy is ``always``. One
+file for all shards means one fsync per round however many groups commit (group commit across
+shards). A record names its group, and a group's shard is ``partition_for(group_id)``, so
+loading routes each entry to its shard.
+
+When the log passes ``snapshot_bytes`` (and at clean shutdown) every shard's compacted state
+is written to its snapshot: a new log is started at once, the snapshots are written and
+fsynced off the loop, renamed into place, and only then are the logs they cover deleted, so a
+crash at any point leaves, for each shard, a snapshot plus the logs after it. Every shard
+with records since its last snapshot gets a new one at each rotation (an empty one too, so
+an older snapshot never outlives state deleted since); a shard without any keeps its
+snapshot, since the logs deleted hold nothing of it.
 
 A snapshot (``coordinator_format``) holds the group metadata records and the committed
 offsets packed per (group, topic); start-up decodes the offsets straight into the shard's
 dictionaries (``load_offsets``) and replays only the logs written after the snapshot,
 through the same ``replay`` the live path uses. Loading streams: one entry at a time.
 
-Files of format version 1 (JSON entries) are still read: their records are replayed, and the
-next record is written to a new log in the current format.
+Data dirs written before the shared log (per-shard logs ``shard-NN-SEQ.log``, of format
+version 1 (JSON entries) or 2) are still read: a shard's own logs after its snapshot, then
+the shared logs; the next rotation's snapshots cover them and they are deleted.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import asyncio
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +40,7 @@ from typing import Protocol
 import structlog
 
 from broker.coordinator.core import OffsetAndMetadata
+from broker.coordinator.placement import partition_for
 from broker.coordinator.records import (
     CommitEntries,
     GroupMetadataRecord,
@@ -69,7 +79,8 @@ __all__ = ["CoordinatorStore", "ShardLoader", "file_records", "fsync_dir"]
 
 log = structlog.get_logger("kgroupd.storage")
 
-_LOG_NAME = re.compile(r"^shard-(\d+)-(\d+)\.log$")
+_LOG_NAME = re.compile(r"^shard-(\d+)-(\d+)\.log$")  # a shard's own log (before the shared log)
+_SHARED_NAME = re.compile(r"^log-(\d+)\.log$")
 
 # What a snapshot holds of a shard's offsets: (group, topic, {partition: offset}), copied.
 OffsetsOf = Callable[[int], list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]]
@@ -100,14 +111,9 @@ def _decode(path: Path, at: int, payload: bytes, version: int) -> Record:
 @dataclass
 class ShardFiles:
     shard: int
-    seq: int = 0  # the current log's sequence number
-    fd: int = -1
-    size: int = 0
-    buf: bytearray = field(default_factory=bytearray)
     # Latest group metadata per group: a snapshot needs the records as emitted (a live
     # group in PreparingRebalance may differ from its last record).
     groups: dict[str, GroupMetadataRecord] = field(default_factory=dict)
-    snapshotting: bool = False
 
 
 @dataclass
@@ -117,6 +123,14 @@ class Snapshot:
     shard: int
     groups: list[GroupMetadataRecord]
     offsets: list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]
+
+
+@dataclass
+class Rotation:
+    """Every shard's snapshot at one point of the shared log: they cover the logs below
+    ``next_seq``; ``old_fd`` is the log just closed (fsynced before anything is deleted)."""
+
+    snapshots: list[Snapshot]
     next_seq: int
     old_fd: int
 
@@ -139,84 +153,136 @@ class CoordinatorStore:
         self.snapshot_bytes = snapshot_bytes
         self.recover = recover
         self.shards = [ShardFiles(p) for p in range(partitions)]
-        self._dirty: set[int] = set()
+        # The shared log being appended to.
+        self.seq = 0
+        self.fd = -1
+        self.size = 0
+        self.buf = bytearray()
         self._flush_scheduled = False
         self._unsynced = False
         self._last_sync: asyncio.Future[None] | None = None
         self.closed = False
+        self.snapshotting = False
+        # Shards with records since their last snapshot (only those get a new one).
+        self.changed: set[int] = set()
         self._snapshot_tasks: set[asyncio.Future[None]] = set()
-        self._logs: dict[int, list[tuple[int, Path]]] | None = None
         # Set by the broker: the live offsets of a shard (for snapshots).
         self.offsets_of: OffsetsOf = lambda _p: []
 
     # --- paths -----------------------------------------------------------------------------
-    def _log_path(self, shard: int, seq: int) -> Path:
-        return self.root / f"shard-{shard:02d}-{seq:06d}.log"
+    def _log_path(self, seq: int) -> Path:
+        return self.root / f"log-{seq:06d}.log"
 
     def _snapshot_path(self, shard: int) -> Path:
         return self.root / f"shard-{shard:02d}.snapshot"
 
+    def _scan_dir(self) -> tuple[dict[int, list[tuple[int, Path]]], list[tuple[int, Path]]]:
+        """(each shard's own logs, written before the shared log; the shared logs), sorted."""
+        own: dict[int, list[tuple[int, Path]]] = {}
+        shared: list[tuple[int, Path]] = []
+        for path in self.root.iterdir():
+            m = _LOG_NAME.match(path.name)
+            if m:
+                own.setdefault(int(m.group(1)), []).append((int(m.group(2)), path))
+            elif m := _SHARED_NAME.match(path.name):
+                shared.append((int(m.group(1)), path))
+        return {k: sorted(v) for k, v in own.items()}, sorted(shared)
+
     # --- start-up --------------------------------------------------------------------------
-    def load_shard(self, shard: int, into: ShardLoader) -> None:
-        """Load one shard's snapshot and logs into ``into`` (repairing a torn tail), then
-        open its log for appends."""
-        if self._logs is None:
-            self._logs = {}
-            for path in self.root.iterdir():
-                m = _LOG_NAME.match(path.name)
-                if m:
-                    self._logs.setdefault(int(m.group(1)), []).append((int(m.group(2)), path))
-        files = self.shards[shard]
-        next_seq = self._load_snapshot(files, into)
-        all_logs = sorted(self._logs.get(shard, []))
-        shard_logs = [x for x in all_logs if x[0] >= next_seq]
-        for seq, path in all_logs:
-            if seq < next_seq:
-                path.unlink()  # covered by the snapshot (a crash came before cleanup)
+    def load(self, into: Sequence[ShardLoader]) -> None:
+        """Load every shard (``into[p]`` for shard ``p``): its snapshot, then its own logs
+        from before the shared log, then the shared logs' entries for it that its snapshot
+        does not cover (repairing a torn tail); then open the shared log for appends."""
+        own, shared = self._scan_dir()
+        covered: list[int] = []  # per shard: the first shared log its snapshot does not cover
+        for files in self.shards:
+            loader = into[files.shard]
+            next_seq, is_shared = self._load_snapshot(files, loader, own.get(files.shard, []))
+            if is_shared:
+                for _seq, path in own.get(files.shard, []):
+                    path.unlink()  # covered by a snapshot taken after them
+                covered.append(next_seq)
+            else:
+                self._replay_own_logs(files, loader, own.get(files.shard, []), next_seq)
+                covered.append(0)
+                if own.get(files.shard) or self._snapshot_path(files.shard).exists():
+                    self.changed.add(files.shard)  # rewrite its snapshot at the next rotation
+        partitions = self.partitions
         damaged = False
-        version = FORMAT_VERSION
-        for i, (seq, path) in enumerate(shard_logs):
+        last_seq, version = -1, FORMAT_VERSION
+        oldest = min(covered, default=0)
+        live = [(seq, path) for seq, path in shared if seq >= oldest]
+        for seq, path in shared:
+            if seq < oldest:
+                path.unlink()  # covered by every snapshot (a crash came before cleanup)
+        for i, (seq, path) in enumerate(live):
             if damaged:
                 log.warning("log_dropped_after_damage", file=str(path))
                 path.unlink()
                 continue
-            last = i == len(shard_logs) - 1
+            data = path.read_bytes()
+            result = ScanResult()
+            for at, payload in iter_entries(str(path), data, KIND_RECORD_LOG, result):
+                record = _decode(path, at, payload, result.version)
+                shard = partition_for(record.group_id, partitions)
+                if seq >= covered[shard]:
+                    self._track(self.shards[shard], record)
+                    into[shard].replay(record)
+                    self.changed.add(shard)
+            damaged = self._check(path, result, allow_torn=i == len(live) - 1)
+            last_seq, version = seq, result.version
+        # Append to the last log unless a snapshot already covers it (or it is of an older
+        # format): a record in a covered log would be skipped at the next load.
+        seq = max(last_seq, max(covered, default=0))
+        if last_seq >= 0 and (last_seq < seq or version != FORMAT_VERSION):
+            seq = max(seq, last_seq + 1)
+        self._open_log(seq)
+
+    def _replay_own_logs(
+        self, files: ShardFiles, into: ShardLoader, logs: list[tuple[int, Path]], next_seq: int
+    ) -> None:
+        """A shard's own logs (written before the shared log) after its snapshot."""
+        damaged = False
+        live = [(seq, path) for seq, path in logs if seq >= next_seq]
+        for seq, path in logs:
+            if seq < next_seq:
+                path.unlink()  # covered by the snapshot
+        for i, (_seq, path) in enumerate(live):
+            if damaged:
+                log.warning("log_dropped_after_damage", file=str(path))
+                path.unlink()
+                continue
             data = path.read_bytes()
             result = ScanResult()
             for at, payload in iter_entries(str(path), data, KIND_RECORD_LOG, result):
                 record = _decode(path, at, payload, result.version)
                 self._track(files, record)
                 into.replay(record)
-            damaged = self._check(path, result, allow_torn=last)
-            files.seq = seq
-            version = result.version
-        if not shard_logs:
-            files.seq = next_seq
-        elif version != FORMAT_VERSION:
-            files.seq += 1  # appends go to a new log, in the current format
-        self._open_log(files, files.seq)
+            damaged = self._check(path, result, allow_torn=i == len(live) - 1)
 
-    def _load_snapshot(self, files: ShardFiles, into: ShardLoader) -> int:
-        """Load the snapshot, if any; returns the first log sequence number it does not
-        cover."""
+    def _load_snapshot(
+        self, files: ShardFiles, into: ShardLoader, own_logs: list[tuple[int, Path]]
+    ) -> tuple[int, bool]:
+        """Load the snapshot, if any; returns (the first log it does not cover, whether that
+        counts shared logs rather than the shard's own)."""
         path = self._snapshot_path(files.shard)
         if not path.exists():
-            return 0
+            return 0, False
         data = path.read_bytes()
         result = ScanResult()
         entries = iter_entries(str(path), data, KIND_SNAPSHOT, result)
         first = next(entries, None)
-        next_seq: int | None = None
+        header: tuple[int, bool] | None = None
         if first is not None:
             try:
                 if result.version == 1:
-                    next_seq = int(json.loads(first[1])["next_log_seq"])
+                    header = int(json.loads(first[1])["next_log_seq"]), False
                 else:
-                    next_seq = decode_header(first[1])
+                    header = decode_header(first[1])
             except (ValueError, KeyError, TypeError):
-                next_seq = None
-        if next_seq is None:
-            return self._drop_damaged_snapshot(files.shard, path, result)
+                header = None
+        if header is None:
+            return self._drop_damaged_snapshot(files.shard, path, result, own_logs), False
         for at, payload in entries:
             if result.version == 1:
                 record = _decode(path, at, payload, 1)
@@ -234,14 +300,16 @@ class CoordinatorStore:
             self._track(files, record)
             into.replay(record)
         self._check(path, result, allow_torn=False)
-        return next_seq
+        return header
 
-    def _drop_damaged_snapshot(self, shard: int, path: Path, result: ScanResult) -> int:
+    def _drop_damaged_snapshot(
+        self, shard: int, path: Path, result: ScanResult, own_logs: list[tuple[int, Path]]
+    ) -> int:
         """The snapshot's header entry is damaged or missing: nothing in it can be placed
         (which logs it covers is unknown). Refuse; with --recover, set it aside and rebuild
         the shard from the logs that remain."""
         where = result.bad_at if result.bad_at is not None else FILE_HEADER.size
-        remaining = sorted(p.name for _s, p in (self._logs or {}).get(shard, []))
+        remaining = [*sorted(p.name for _s, p in own_logs), "log-*.log"]
         if not self.recover:
             raise StorageError(
                 f"{path}: the snapshot's header entry is damaged (at byte offset {where}); "
@@ -292,8 +360,8 @@ class CoordinatorStore:
         os.truncate(path, result.valid_end)
         return True
 
-    def _open_log(self, files: ShardFiles, seq: int) -> None:
-        path = self._log_path(files.shard, seq)
+    def _open_log(self, seq: int) -> None:
+        path = self._log_path(seq)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         size = os.fstat(fd).st_size
         if size == 0:
@@ -304,7 +372,7 @@ class CoordinatorStore:
             # the new name is durable once the directory is: before the first answer that
             # waits for a record in this file
             self.worker.dirty_dir(self.root)
-        files.fd, files.seq, files.size = fd, seq, size
+        self.fd, self.seq, self.size = fd, seq, size
 
     # --- the live path ---------------------------------------------------------------------
     def _track(self, files: ShardFiles, record: Record) -> None:
@@ -316,8 +384,7 @@ class CoordinatorStore:
     def sink_for(self, shard: int) -> _ShardSink:
         return _ShardSink(self, shard)
 
-    def _appended(self, shard: int) -> None:
-        self._dirty.add(shard)
+    def _appended(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._write)
@@ -325,29 +392,27 @@ class CoordinatorStore:
     def write_pending(self) -> None:
         """Write what was emitted (before an answer goes out, so whatever a client is told
         is at least in the page cache, whatever the fsync policy)."""
-        if self._dirty:
+        if self.buf:
             self._write()
 
     def _write(self) -> None:
         self._flush_scheduled = False
-        for shard in self._dirty:
-            files = self.shards[shard]
-            if files.buf:
-                try:
-                    write_all(files.fd, files.buf)
-                except OSError as exc:
-                    # Leave no half entry for later appends to follow (that would read as
-                    # damage in the middle); the records stay buffered for the next write.
-                    log.error("coordinator_log_write_failed", shard=shard, error=str(exc))
-                    os.ftruncate(files.fd, files.size)
-                    raise
-                files.size += len(files.buf)
-                files.buf.clear()
-                self.worker.dirty(files.fd)
-                self._unsynced = True
-                if files.size >= self.snapshot_bytes and not files.snapshotting:
-                    self._start_snapshot(files)
-        self._dirty.clear()
+        if not self.buf:
+            return
+        try:
+            write_all(self.fd, self.buf)
+        except OSError as exc:
+            # Leave no half entry for later appends to follow (that would read as damage in
+            # the middle); the records stay buffered for the next write.
+            log.error("coordinator_log_write_failed", file=str(self._log_path(self.seq)))
+            os.ftruncate(self.fd, self.size)
+            raise exc
+        self.size += len(self.buf)
+        self.buf.clear()
+        self.worker.dirty(self.fd)
+        self._unsynced = True
+        if self.size >= self.snapshot_bytes and not self.snapshotting:
+            self._start_snapshot()
 
     def flush(self) -> asyncio.Future[None] | None:
         """Write what was emitted; under fsync=always, a future for its fsync."""
@@ -363,41 +428,65 @@ class CoordinatorStore:
         return fut
 
     # --- snapshots -------------------------------------------------------------------------
-    def _capture(self, files: ShardFiles, old_fd: int) -> Snapshot:
-        """The shard's state now (on the loop): group records, and its offsets copied per
+    def _capture(self) -> Rotation:
+        """Every shard's state now (on the loop): group records, and its offsets copied per
         (group, topic), which is cheap (``OffsetAndMetadata`` is immutable)."""
-        return Snapshot(
-            files.shard,
-            list(files.groups.values()),
-            self.offsets_of(files.shard),
-            files.seq + 1,
-            old_fd,
+        changed, self.changed = sorted(self.changed), set()
+        return Rotation(
+            [
+                Snapshot(p, list(self.shards[p].groups.values()), self.offsets_of(p))
+                for p in changed
+            ],
+            self.seq + 1,
+            self.fd,
         )
 
-    def _start_snapshot(self, files: ShardFiles) -> None:
-        """Rotate to a new log now; write the snapshot of the state at this point off the
-        loop; delete the covered logs once it is durable."""
-        snapshot = self._capture(files, files.fd)
-        self.worker.dirty(files.fd)
-        self._open_log(files, files.seq + 1)
-        files.snapshotting = True
+    def _start_snapshot(self) -> None:
+        """Rotate to a new log now; write every shard's snapshot of the state at this point
+        off the loop; delete the covered logs once they are all durable."""
+        rotation = self._capture()
+        self._open_log(self.seq + 1)
+        self.snapshotting = True
         loop = asyncio.get_running_loop()
-        task = loop.run_in_executor(None, self._write_snapshot, snapshot)
+        task = loop.run_in_executor(None, self._write_snapshots, rotation)
         self._snapshot_tasks.add(task)
 
         def done(f: asyncio.Future[None]) -> None:
             self._snapshot_tasks.discard(f)
-            files.snapshotting = False
+            self.snapshotting = False
             if not f.cancelled() and f.exception() is not None:
-                log.error("snapshot_failed", shard=files.shard, error=str(f.exception()))
+                log.error("snapshot_failed", error=str(f.exception()))
 
         task.add_done_callback(done)
 
-    def _write_snapshot(self, snapshot: Snapshot) -> None:
-        os.fsync(snapshot.old_fd)  # the rotated log is complete on disk before any deletion
-        os.close(snapshot.old_fd)
-        shard, next_seq = snapshot.shard, snapshot.next_seq
-        path = self._snapshot_path(shard)
+    def _write_snapshots(self, rotation: Rotation) -> None:
+        os.fsync(rotation.old_fd)  # the rotated log is complete on disk before any deletion
+        os.close(rotation.old_fd)
+        next_seq = rotation.next_seq
+        offsets = 0
+        for snapshot in rotation.snapshots:
+            offsets += self._write_snapshot(snapshot, next_seq)
+        fsync_dir(self.root)
+        # A shard without records since its snapshot keeps it: the logs deleted here hold
+        # nothing of it. Its own logs from before the shared log go with its new snapshot.
+        rewritten = {snapshot.shard for snapshot in rotation.snapshots}
+        for p in self.root.iterdir():
+            shared = _SHARED_NAME.match(p.name)
+            own = _LOG_NAME.match(p.name)
+            if (shared and int(shared.group(1)) < next_seq) or (
+                own and int(own.group(1)) in rewritten
+            ):
+                p.unlink()
+        log.info(
+            "snapshots_written",
+            shards=len(rotation.snapshots),
+            groups=sum(len(s.groups) for s in rotation.snapshots),
+            offsets=offsets,
+            next_log_seq=next_seq,
+        )
+
+    def _write_snapshot(self, snapshot: Snapshot, next_seq: int) -> int:
+        path = self._snapshot_path(snapshot.shard)
         tmp = path.with_suffix(".snapshot.tmp")
         offsets = 0
         with open(tmp, "wb", buffering=1 << 20) as f:
@@ -412,42 +501,29 @@ class CoordinatorStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        fsync_dir(self.root)
-        for p in self.root.iterdir():
-            m = _LOG_NAME.match(p.name)
-            if m and int(m.group(1)) == shard and int(m.group(2)) < next_seq:
-                p.unlink()
-        log.info(
-            "snapshot_written",
-            shard=shard,
-            groups=len(snapshot.groups),
-            offsets=offsets,
-            next_log_seq=next_seq,
-        )
+        return offsets
 
-    def capture(self) -> list[Snapshot]:
+    def capture(self) -> Rotation | None:
         """Clean shutdown, step 1 (synchronous, before the coordinator unloads): write what
         is buffered and take every shard's final state. No record is accepted after this."""
         self._write()
         self.closed = True
-        final = []
-        for files in self.shards:
-            if files.fd < 0:
-                continue
-            if files.size > len(file_header(KIND_RECORD_LOG)):
-                final.append(self._capture(files, files.fd))
-            else:
-                os.close(files.fd)
-            files.fd = -1
+        if self.fd < 0:
+            return None
+        if self.size > len(file_header(KIND_RECORD_LOG)):
+            final: Rotation | None = self._capture()
+        else:
+            os.close(self.fd)
+            final = None
+        self.fd = -1
         return final
 
-    async def finish(self, final: list[Snapshot]) -> None:
+    async def finish(self, final: Rotation | None) -> None:
         """Clean shutdown, step 2: write the captured snapshots off the loop."""
         if self._snapshot_tasks:
             await asyncio.gather(*self._snapshot_tasks, return_exceptions=True)
-        loop = asyncio.get_running_loop()
-        for snapshot in final:
-            await loop.run_in_executor(None, self._write_snapshot, snapshot)
+        if final is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._write_snapshots, final)
 
 
 def file_records(path: Path, data: bytes | None = None) -> Iterator[Record]:
@@ -479,7 +555,7 @@ def file_records(path: Path, data: bytes | None = None) -> Iterator[Record]:
 
 
 class _ShardSink:
-    """A shard's record sink (``BatchRecordSink``): records are appended to the shard's
+    """A shard's record sink (``BatchRecordSink``): records are appended to the store's
     buffer as CRC-checked entries; the store writes the buffer at the end of the loop turn,
     or before an answer goes out."""
 
@@ -497,8 +573,9 @@ class _ShardSink:
             return
         if type(record) is not OffsetCommitRecord:
             store._track(self.files, record)
-        self.files.buf += entry(encode_record(record))
-        store._appended(self.shard)
+        store.buf += entry(encode_record(record))
+        store.changed.add(self.shard)
+        store._appended()
 
     def offset_commits(
         self,
@@ -514,7 +591,7 @@ class _ShardSink:
             return
         g = group_id.encode()
         t = topic.encode()
-        buf = self.files.buf
+        buf = store.buf
         for partition, offset, leader_epoch, metadata in entries:
             buf += entry(
                 encode_offset_commit(
@@ -528,4 +605,5 @@ class _ShardSink:
                     expire_timestamp_ms,
                 )
             )
-        store._appended(self.shard)
+        store.changed.add(self.shard)
+        store._appended()

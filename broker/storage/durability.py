@@ -62,7 +62,8 @@ class Durability:
         store.offsets_of = self._offsets_of
         for shard in coordinator.shards:
             shard.loading = True
-            store.load_shard(shard.partition, shard)
+        store.load(coordinator.shards)
+        for shard in coordinator.shards:
             shard.complete_loading()
 
     def _offsets_of(self, partition: int) -> list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]:

@@ -124,7 +124,7 @@ async def test_a_snapshot_loads_back_into_an_equal_shard(tmp_path: Path) -> None
     worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
     store = CoordinatorStore(tmp_path, 1, worker, 1 << 30, recover=False)
     live = shard()
-    store.load_shard(0, live)
+    store.load([live])
     store.offsets_of = offsets_of(live)  # type: ignore[assignment]
     sink = store.sink_for(0)
     member = MemberRecord("m-1", "static-1", "c", "/h", 1000, 2000, "consumer", (), b"\xff")
@@ -151,12 +151,12 @@ async def test_a_snapshot_loads_back_into_an_equal_shard(tmp_path: Path) -> None
     await store.finish(store.capture())
     worker.close()
     snapshot = tmp_path / "coordinator" / "shard-00.snapshot"
-    assert not list((tmp_path / "coordinator").glob("shard-00-*.log"))
+    assert not list((tmp_path / "coordinator").glob("log-*.log"))
 
     worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
     store = CoordinatorStore(tmp_path, 1, worker, 1 << 30, recover=False)
     fresh = shard(loaded=False)
-    store.load_shard(0, fresh)
+    store.load([fresh])
     fresh.complete_loading()
     await store.finish(store.capture())
     worker.close()
@@ -251,13 +251,14 @@ async def test_a_data_dir_of_format_version_1_still_loads(broker: BrokerProcess)
     assert (described.state, described.protocol_type) == ("Empty", "consumer")
     await commit(broker, {3: 42})
     await broker.kill()
-    # The old log was not appended to: the commit went to a new log, in the current format.
+    # The old log was not appended to: the commit went to the shared log, in the current
+    # format.
     assert old_log.read_bytes() == old_bytes
-    new_log = coordinator / "shard-00-000002.log"
+    new_log = coordinator / "log-000000.log"
     new = scan(str(new_log), new_log.read_bytes(), KIND_RECORD_LOG)
     assert new.version == FORMAT_VERSION and len(new.payloads) == 1
 
-    await broker.start()  # a version 1 snapshot, a version 1 log and a version 2 log
+    await broker.start()  # a version 1 snapshot, a version 1 shard log, a shared log
     assert await committed(broker) == {0: 10, 1: 21, 2: 12, 3: 42}
     await broker.stop()  # the snapshot is rewritten in the current format; old logs go
     assert scan(str(snapshot), snapshot.read_bytes(), KIND_SNAPSHOT).version == FORMAT_VERSION
@@ -367,7 +368,7 @@ async def test_short_writes_lose_nothing_in_a_log_or_a_segment(
 
     worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
     store = CoordinatorStore(tmp_path, 1, worker, 1 << 30, recover=False)
-    store.load_shard(0, shard())
+    store.load([shard()])
     records = [OffsetCommitRecord("g", "t", p, p * 10, -1, "ü" * p, 1, None) for p in range(20)]
     segment = PartitionStore(tmp_path / "seg", worker, 1 << 20)
     (tmp_path / "seg").mkdir()
@@ -382,7 +383,7 @@ async def test_short_writes_lose_nothing_in_a_log_or_a_segment(
         assert synced is not None
         await asyncio.wait_for(synced, 10)
         assert calls > len(records) + 1  # the writes were cut short indeed
-        (log_path,) = (tmp_path / "coordinator").glob("shard-00-*.log")
+        (log_path,) = (tmp_path / "coordinator").glob("log-*.log")
         assert list(file_records(log_path)) == records
         assert (tmp_path / "seg" / f"{0:020d}.log").read_bytes() == batch
     finally:
@@ -407,8 +408,8 @@ async def test_a_failed_write_leaves_no_half_entry_and_is_retried(
 
     worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
     store = CoordinatorStore(tmp_path, 1, worker, 1 << 30, recover=False)
-    store.load_shard(0, shard())
-    (log_path,) = (tmp_path / "coordinator").glob("shard-00-*.log")
+    store.load([shard()])
+    (log_path,) = (tmp_path / "coordinator").glob("log-*.log")
     records = [OffsetCommitRecord("g", "t", p, p, -1, "", 1, None) for p in range(3)]
     try:
         for r in records:
@@ -452,20 +453,24 @@ def test_the_batch_commit_sink_writes_the_bytes_of_one_record_per_partition(
     now: int,
     expire: int | None,
 ) -> None:
-    async def run() -> tuple[bytes, bytes]:
+    async def emitted(batch: bool) -> bytes:
         worker = FsyncWorker(asyncio.get_running_loop(), "never", 1000)
-        store = CoordinatorStore(tmp_path / "d", 2, worker, 1 << 30, recover=False)
+        store = CoordinatorStore(tmp_path / str(batch), 1, worker, 1 << 30, recover=False)
         try:
-            batch, plain = store.sink_for(0), store.sink_for(1)
-            batch.offset_commits(group, topic, entries, now, expire)
-            for p, o, e, m in entries:
-                plain(OffsetCommitRecord(group, topic, p, o, e, m, now, expire))
-            return bytes(store.shards[0].buf), bytes(store.shards[1].buf)
+            sink = store.sink_for(0)
+            if batch:
+                sink.offset_commits(group, topic, entries, now, expire)
+            else:
+                for p, o, e, m in entries:
+                    sink(OffsetCommitRecord(group, topic, p, o, e, m, now, expire))
+            return bytes(store.buf)
         finally:
-            store.shards[0].buf.clear()
-            store.shards[1].buf.clear()
+            store.buf.clear()
             await store.finish(store.capture())
             worker.close()
+
+    async def run() -> tuple[bytes, bytes]:
+        return await emitted(True), await emitted(False)
 
     batch_bytes, plain_bytes = asyncio.run(run())
     assert batch_bytes == plain_bytes

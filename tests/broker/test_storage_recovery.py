@@ -61,7 +61,8 @@ from tests.support.kafka_wire import WireClient, build_batch, create_topic, prod
 
 GROUP, TOPIC, PARTITIONS = "g", "t", 4
 SEG_TOPIC = "seg"
-# One coordinator shard: every group's records go to coordinator/shard-00-*.
+# One coordinator shard (its snapshot is coordinator/shard-00.snapshot); records go to the
+# broker's shared coordinator log, coordinator/log-*.log.
 BROKER_ARGS = ("--offsets-partitions", "1", "--create-topic", f"{TOPIC}:{PARTITIONS}")
 
 
@@ -120,7 +121,7 @@ async def create_segmented_topic(broker: BrokerProcess, segment_bytes: int) -> N
 
 def coordinator_log(data: Path) -> Path:
     """The one non-empty coordinator log (the test commits to one shard)."""
-    logs = [p for p in (data / "coordinator").glob("shard-*.log") if p.stat().st_size > 8]
+    logs = [p for p in (data / "coordinator").glob("log-*.log") if p.stat().st_size > 8]
     assert len(logs) == 1, logs
     return logs[0]
 
@@ -259,7 +260,7 @@ async def test_a_truncated_snapshot_is_refused_and_recover_keeps_what_precedes(
     await commit(broker, {2: 7})
     await broker.stop()  # a clean stop snapshots the shard and deletes its log
     snapshot = data / "coordinator" / "shard-00.snapshot"
-    assert not [p for p in (data / "coordinator").glob("shard-00-*.log") if p.stat().st_size > 8]
+    assert not [p for p in (data / "coordinator").glob("*.log") if p.stat().st_size > 8]
     spans = entry_spans(snapshot, KIND_SNAPSHOT)
     # The header, then one offset block per (group, topic): "first"'s, then GROUP's, last.
     assert len(spans) == 3
@@ -459,8 +460,7 @@ async def test_a_write_gets_the_fsync_in_flight_for_it_not_none(tmp_path: Path) 
     worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
     store = CoordinatorStore(tmp_path, 2, worker, 1 << 20, recover=False)
     try:
-        for p in range(2):
-            store.load_shard(p, CoordinatorShard(p, CoordinatorConfig(), ManualTimers()))
+        store.load([CoordinatorShard(p, CoordinatorConfig(), ManualTimers()) for p in range(2)])
         member = MemberRecord("m-1", None, "c", "/127.0.0.1", 10000, 10000, "consumer", (), b"a")
         group = GroupMetadataRecord("g", "consumer", 1, "range", "m-1", 0, (member,))
         store.sink_for(0)(group)  # the SyncGroup's record; its reply waits in a task

@@ -243,13 +243,13 @@ async def test_kill_9_under_load_loses_no_acknowledged_commit_or_record(tmp_path
     print(
         f"seed {seed}: {KILLS} kills, {load.commits} commits and {len(load.records)} records "
         f"acknowledged; client errors {dict(load.errors)}; "
-        f"{len(broker.find('snapshot_written'))} snapshots, "
+        f"{len(broker.find('snapshots_written'))} snapshots, "
         f"{len(broker.find('torn_tail_cut'))} torn tails cut"
     )
     assert broker.starts == KILLS + 1
     # The load was real: many acknowledgements between kills, and the snapshot path ran.
     assert load.commits >= 10 * KILLS and len(load.records) >= 10 * KILLS
-    assert broker.find("snapshot_written"), "no snapshot was written under the load"
+    assert broker.find("snapshots_written"), "no snapshot was written under the load"
     # The idempotent producer never saw its sequence state lost across a restart.
     for kind in ("OutOfOrderSequenceNumber", "DuplicateSequenceNumber", "UnknownProducerId"):
         assert not [e for e in load.errors if e.startswith("p1") and kind in e], load.errors

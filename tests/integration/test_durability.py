@@ -46,6 +46,7 @@ from aiokafka.structs import OffsetAndMetadata
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 
+from broker.coordinator.placement import partition_for
 from broker.coordinator.records import (
     GroupMetadataRecord,
     GroupTombstoneRecord,
@@ -232,6 +233,59 @@ async def test_deleted_groups_and_offsets_stay_deleted_across_restarts(tmp_path:
         assert snapshot_groups == {"kept", "trimmed"}
         await broker.start()
         await check("after SIGTERM")
+        await broker.stop()
+
+
+async def test_shards_share_one_log_and_rotations_keep_every_shard_right(tmp_path: Path) -> None:
+    """Every shard appends to the one shared coordinator log. At a rotation only the shards
+    with records since their snapshot get a new one: a shard with nothing new keeps its old
+    snapshot (the logs deleted hold nothing of it), and a shard whose group was deleted gets
+    an empty one, so the group does not come back."""
+    data = tmp_path / "data"
+    args = ("--snapshot-log-bytes", "2048", "--create-topic", f"{TOPIC}:{PARTITIONS}")
+    names = [f"group-{i}" for i in range(40)]
+    kept, gone, busy = (
+        next(n for n in names if partition_for(n, 50) == shard)
+        for shard in sorted({partition_for(n, 50) for n in names})[:3]
+    )
+
+    async def commit(conn: RawConnection, group: str, offset: int) -> None:
+        resp = await conn.call(
+            OFFSET_COMMIT,
+            7,
+            consumer_group=group,
+            consumer_group_generation_id=-1,
+            consumer_id="",
+            group_instance_id=None,
+            topics=[(TOPIC, [(0, offset, -1, f"{group}@{offset}")])],
+        )
+        assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+
+    async with broker_process(data, args=args) as broker:
+        await broker.start()
+        async with await RawConnection.open(broker.bootstrap) as conn:
+            await commit(conn, kept, 5)
+            await commit(conn, gone, 6)
+        await broker.stop()  # snapshots of both shards
+        await broker.start()
+        rotations_before = len(broker.find("snapshots_written"))
+        async with await RawConnection.open(broker.bootstrap) as conn:
+            resp = await conn.call(DELETE_GROUPS, 1, groups_names=[gone])
+            assert [r["error_code"] for r in resp["results"]] == [0]
+            n = 0
+            # commits to the busy group alone until two rotations have happened since
+            while len(broker.find("snapshots_written")) < rotations_before + 2:
+                n += 1
+                await commit(conn, busy, n)
+                assert n < 5000, "no rotation"
+        # one log file for every shard
+        assert not list((data / "coordinator").glob("shard-*.log"))
+        assert (data / "coordinator" / f"shard-{partition_for(kept, 50):02d}.snapshot").exists()
+        await broker.kill()
+        await broker.start()
+        assert await fetch_committed(broker.port, kept, TOPIC, [0]) == {0: (5, f"{kept}@5")}
+        assert await fetch_committed(broker.port, gone, TOPIC, [0]) == {}
+        assert await fetch_committed(broker.port, busy, TOPIC, [0]) == {0: (n, f"{busy}@{n}")}
         await broker.stop()
 
 
@@ -484,12 +538,9 @@ async def test_static_members_keep_their_partitions_across_a_broker_crash(
 SNAP_TOPIC, SNAP_PARTITIONS, SNAP_GROUP = "snap", 8, "snapshotted"
 
 
-def shard_logs(data: Path, shard: int) -> list[int]:
-    """Sequence numbers of a coordinator shard's log files, sorted."""
-    return sorted(
-        int(p.stem.rsplit("-", 1)[1])
-        for p in (data / "coordinator").glob(f"shard-{shard:02d}-*.log")
-    )
+def coordinator_logs(data: Path) -> list[int]:
+    """Sequence numbers of the broker's shared coordinator log files, sorted."""
+    return sorted(int(p.stem.rsplit("-", 1)[1]) for p in (data / "coordinator").glob("log-*.log"))
 
 
 async def test_snapshots_compact_the_log_and_restore_every_latest_offset(tmp_path: Path) -> None:
@@ -508,18 +559,19 @@ async def test_snapshots_compact_the_log_and_restore_every_latest_offset(tmp_pat
                 tp = tps[n % SNAP_PARTITIONS]
                 await consumer.commit({tp: OffsetAndMetadata(n, f"n{n}")})
                 latest[tp.partition] = n
-        snapshots = broker.find("snapshot_written")
-        assert len(snapshots) >= 3, snapshots
-        (shard,) = {e["shard"] for e in snapshots}
-        snapshot = data / "coordinator" / f"shard-{shard:02d}.snapshot"
+        rotations = broker.find("snapshots_written")
+        assert len(rotations) >= 3, rotations
+        # only the shard with records since its last snapshot is rewritten
+        assert {e["shards"] for e in rotations} == {1}
+        snapshot = data / "coordinator" / f"shard-{partition_for(SNAP_GROUP, 50):02d}.snapshot"
 
-        # Once the last snapshot is written, only the log it did not cover is left.
+        # Once the last snapshots are written, only the log they did not cover is left.
         def settled() -> bool:
-            newest = max(e["next_log_seq"] for e in broker.find("snapshot_written"))
-            return shard_logs(data, shard) == [newest]
+            newest = max(e["next_log_seq"] for e in broker.find("snapshots_written"))
+            return coordinator_logs(data) == [newest]
 
         await wait_until(settled, WAIT_S, "the logs the snapshots cover to be deleted")
-        assert shard_logs(data, shard)[0] >= 3
+        assert coordinator_logs(data)[0] >= 3
         assert snapshot.exists()
 
         want = {p: (o, f"n{o}") for p, o in latest.items()}
@@ -528,7 +580,7 @@ async def test_snapshots_compact_the_log_and_restore_every_latest_offset(tmp_pat
         await broker.start()
         assert await fetch_committed(broker.port, SNAP_GROUP, SNAP_TOPIC, all_parts) == want
         await broker.stop()  # a clean stop: one final snapshot, no log left behind
-        assert shard_logs(data, shard) == []
+        assert coordinator_logs(data) == []
         await broker.start()
         assert await fetch_committed(broker.port, SNAP_GROUP, SNAP_TOPIC, all_parts) == want
         await broker.stop()
@@ -807,7 +859,7 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
                     if offset in records_acked and not fsynced(path, pos, records_acked[offset]):
                         not_synced.append(f"record {offset} ({path.name} up to byte {pos})")
         found: set[tuple[Any, ...]] = set()
-        for path in sorted((data / "coordinator").glob("shard-*.log")):
+        for path in sorted((data / "coordinator").glob("log-*.log")):
             buf = path.read_bytes()
             pos = 8
             for payload in scan(str(path), buf, KIND_RECORD_LOG).payloads:
