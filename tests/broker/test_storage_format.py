@@ -20,11 +20,10 @@ import errno
 import json
 import os
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -60,12 +59,9 @@ from broker.storage.entries import (
 from broker.storage.fileio import write_all
 from broker.storage.fsync import FsyncWorker
 from broker.storage.topic_store import PartitionStore
-from tests.support.broker_process import BrokerProcess, broker_process, fetch_committed
-from tests.support.groups import OFFSET_COMMIT, RawConnection, describe_group
-
-GROUP, TOPIC, PARTITIONS = "g", "t", 4
-BROKER_ARGS = ("--offsets-partitions", "1", "--create-topic", f"{TOPIC}:{PARTITIONS}")
-
+from tests.broker.storage_helpers import GROUP, PARTITIONS, TOPIC, commit, committed
+from tests.support.broker_process import BrokerProcess
+from tests.support.groups import RawConnection, describe_group
 
 # --- offset blocks and snapshots ------------------------------------------------------------
 
@@ -171,34 +167,6 @@ async def test_a_snapshot_loads_back_into_an_equal_shard(tmp_path: Path) -> None
 
 
 # --- through a broker ------------------------------------------------------------------------
-
-
-@pytest_asyncio.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[BrokerProcess]:
-    async with broker_process(tmp_path / "data", args=BROKER_ARGS) as proc:
-        yield proc
-
-
-async def commit(broker: BrokerProcess, offsets: dict[int, int], group: str = GROUP) -> None:
-    async with await RawConnection.open(broker.bootstrap) as conn:
-        resp = await conn.call(
-            OFFSET_COMMIT,
-            7,
-            consumer_group=group,
-            consumer_group_generation_id=-1,
-            consumer_id="",
-            group_instance_id=None,
-            topics=[(TOPIC, [(p, o, -1, f"m{o}") for p, o in offsets.items()])],
-        )
-    errors = [p["error_code"] for t in resp["topics"] for p in t["partitions"]]
-    assert errors == [0] * len(offsets), resp
-
-
-async def committed(broker: BrokerProcess, group: str = GROUP) -> dict[int, int]:
-    got = await fetch_committed(broker.port, group, TOPIC, list(range(PARTITIONS)))
-    for offset, metadata in got.values():
-        assert metadata == f"m{offset}"
-    return {p: offset for p, (offset, _) in got.items()}
 
 
 def v1_file(kind: int, payloads: list[bytes]) -> bytes:

@@ -25,11 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from broker.coordinator import CoordinatorConfig, CoordinatorShard, ManualTimers
 from broker.coordinator.records import (
@@ -50,52 +48,19 @@ from broker.storage.entries import (
 )
 from broker.storage.fsync import FsyncWorker
 from protocol.records import HEADER_SIZE, parse_header
+from tests.broker.storage_helpers import BROKER_ARGS, GROUP, PARTITIONS, TOPIC, commit, committed
 from tests.support.broker_process import (
     BrokerProcess,
     broker_process,
     fetch_committed,
     read_partition,
 )
-from tests.support.groups import OFFSET_COMMIT, RawConnection
 from tests.support.kafka_wire import WireClient, build_batch, create_topic, produce_request
 
-GROUP, TOPIC, PARTITIONS = "g", "t", 4
 SEG_TOPIC = "seg"
-# One coordinator shard (its snapshot is coordinator/shard-00.snapshot); records go to the
-# broker's shared coordinator log, coordinator/log-*.log.
-BROKER_ARGS = ("--offsets-partitions", "1", "--create-topic", f"{TOPIC}:{PARTITIONS}")
-
-
-@pytest_asyncio.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[BrokerProcess]:
-    async with broker_process(tmp_path / "data", args=BROKER_ARGS) as proc:
-        yield proc
 
 
 # --- writing data through the broker ----------------------------------------------------------
-
-
-async def commit(broker: BrokerProcess, offsets: dict[int, int], group: str = GROUP) -> None:
-    """One OffsetCommit v7 (simple group) of ``{partition: offset}``, metadata ``m<offset>``."""
-    async with await RawConnection.open(broker.bootstrap) as conn:
-        resp = await conn.call(
-            OFFSET_COMMIT,
-            7,
-            consumer_group=group,
-            consumer_group_generation_id=-1,
-            consumer_id="",
-            group_instance_id=None,
-            topics=[(TOPIC, [(p, o, -1, f"m{o}") for p, o in offsets.items()])],
-        )
-    errors = [p["error_code"] for t in resp["topics"] for p in t["partitions"]]
-    assert errors == [0] * len(offsets), resp
-
-
-async def committed(broker: BrokerProcess, group: str = GROUP) -> dict[int, int]:
-    got = await fetch_committed(broker.port, group, TOPIC, list(range(PARTITIONS)))
-    for offset, metadata in got.values():
-        assert metadata == f"m{offset}"
-    return {p: offset for p, (offset, _) in got.items()}
 
 
 async def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> list[int]:
