@@ -455,6 +455,9 @@ class CoordinatorStore:
             self._snapshot_tasks.discard(f)
             self.snapshotting = False
             if not f.cancelled() and f.exception() is not None:
+                # Nothing was deleted; these shards still need a snapshot covering their
+                # records before a later rotation may delete the logs holding them.
+                self.changed.update(s.shard for s in rotation.snapshots)
                 log.error("snapshot_failed", error=str(f.exception()))
 
         task.add_done_callback(done)

@@ -40,6 +40,7 @@ from broker.coordinator import (
     record_to_dict,
 )
 from broker.coordinator.core import OffsetAndMetadata
+from broker.coordinator.placement import partition_for
 from broker.storage.coordinator_format import (
     BLOCK_PARTITIONS,
     decode_offset_block,
@@ -442,3 +443,49 @@ def test_the_batch_commit_sink_writes_the_bytes_of_one_record_per_partition(
 
     batch_bytes, plain_bytes = asyncio.run(run())
     assert batch_bytes == plain_bytes
+
+
+async def test_a_failed_rotation_keeps_its_shards_due_for_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rotation whose snapshots fail deletes nothing, and its shards stay due: a later
+    rotation that deletes the logs must first snapshot them too, or their records are lost."""
+    names = [f"g{i}" for i in range(20)]
+    first = next(n for n in names if partition_for(n, 2) == 0)
+    second = next(n for n in names if partition_for(n, 2) == 1)
+    worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
+    store = CoordinatorStore(tmp_path, 2, worker, 1 << 30, recover=False)
+    live = [shard(0), shard(1)]
+    store.load(live)
+    store.offsets_of = lambda p: offsets_of(live[p])(p)  # type: ignore[assignment]
+
+    def emit(record: OffsetCommitRecord) -> None:
+        p = partition_for(record.group_id, 2)
+        live[p].replay(record)
+        store.sink_for(p)(record)
+
+    def disk_full(*_args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    real = store._write_snapshot
+    monkeypatch.setattr(store, "_write_snapshot", disk_full)
+    emit(OffsetCommitRecord(first, "t", 0, 7, -1, "", 1, None))
+    store.flush()
+    store._start_snapshot()
+    await asyncio.gather(*store._snapshot_tasks, return_exceptions=True)
+    monkeypatch.setattr(store, "_write_snapshot", real)
+    emit(OffsetCommitRecord(second, "t", 0, 8, -1, "", 2, None))
+    store.flush()
+    store._start_snapshot()  # succeeds and deletes the logs holding the first commit
+    await asyncio.gather(*store._snapshot_tasks)
+    await store.finish(store.capture())
+    worker.close()
+
+    worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
+    store = CoordinatorStore(tmp_path, 2, worker, 1 << 30, recover=False)
+    fresh = [shard(0, loaded=False), shard(1, loaded=False)]
+    store.load(fresh)
+    await store.finish(store.capture())
+    worker.close()
+    assert [f.offsets for f in fresh] == [live[0].offsets, live[1].offsets]
+    assert fresh[0].offsets == {first: {"t": {0: live[0].offsets[first]["t"][0]}}}
