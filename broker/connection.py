@@ -139,7 +139,7 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 result = self._dispatch(frame)
             except _Close as exc:
-                if out and self.transport is not None:
+                if out:
                     self._write_out(out)
                 self._close(str(exc))
                 return
@@ -164,7 +164,7 @@ class KafkaConnection(asyncio.Protocol):
             fut = asyncio.ensure_future(awaitable)
             self.waiting = fut
             fut.add_done_callback(functools.partial(self._finished, spec=spec, corr=corr))
-        if out and self.transport is not None:
+        if out:
             self._write_out(out)
         self._flow()
         self._close_if_done()
@@ -192,7 +192,7 @@ class KafkaConnection(asyncio.Protocol):
                     break
                 if until.cancelled() or until.exception() is not None:
                     error = "cancelled" if until.cancelled() else str(until.exception())
-                    if out and self.transport is not None:
+                    if out:
                         self._write_out(out)
                     self.log.error("fsync_failed_answers_withheld", error=error)
                     self._close(f"fsync failed: {error}")
@@ -201,7 +201,7 @@ class KafkaConnection(asyncio.Protocol):
             out.extend(framed)
         if not held:
             self._watched = None
-        if out and self.transport is not None:
+        if out:
             self._write_out(out)
         self._flow()
         if self.waiting is None and self.queue:
