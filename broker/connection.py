@@ -35,7 +35,7 @@ from protocol.framing import (
     peek_api,
     response_header,
 )
-from protocol.messages import MessageSpec, error_values, lookup
+from protocol.messages import MessageSpec, lookup
 
 if TYPE_CHECKING:
     from broker.server import KafkaServer
@@ -247,9 +247,7 @@ class KafkaConnection(asyncio.Protocol):
                 api_version=spec.version,
                 exc_info=exc,
             )
-            body = spec.response.SCHEMA.encode(
-                error_values(spec.response.SCHEMA, ErrorCode.UNKNOWN_SERVER_ERROR)
-            )
+            body = spec.encode_error(ErrorCode.UNKNOWN_SERVER_ERROR)
         else:
             reply = fut.result()
             if isinstance(reply, Chunks):
@@ -321,9 +319,7 @@ class KafkaConnection(asyncio.Protocol):
                 return reply, spec, corr
         except Exception:
             self.log.exception("handler_failed", api_key=api_key, api_version=version)
-            body = spec.response.SCHEMA.encode(
-                error_values(spec.response.SCHEMA, ErrorCode.UNKNOWN_SERVER_ERROR)
-            )
+            body = spec.encode_error(ErrorCode.UNKNOWN_SERVER_ERROR)
         return encode_response(corr, body, spec.response_header_v1)
 
     def _close(self, reason: str, error: bool = True) -> None:

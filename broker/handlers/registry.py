@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from protocol.messages import lookup
+from protocol.messages import lookup, served_range
 
 if TYPE_CHECKING:
     from broker.state import Broker
@@ -66,15 +66,27 @@ HANDLERS: dict[int, HandlerEntry] = {}
 
 
 def handler(
-    api_key: int, min_version: int, max_version: int, decoder: Decoder | None = None
+    api_key: int,
+    min_version: int | None = None,
+    max_version: int | None = None,
+    decoder: Decoder | None = None,
 ) -> Callable[[HandlerFn], HandlerFn]:
+    """Register ``fn`` for ``api_key``. Its versions are the served table's range
+    (``protocol.schemas.SERVED``) for which a definition exists; ``min_version`` and
+    ``max_version`` narrow it further."""
+
     def register(fn: HandlerFn) -> HandlerFn:
         if api_key in HANDLERS:
             raise RuntimeError(f"two handlers for api key {api_key}")
-        for v in range(min_version, max_version + 1):
+        served = served_range(api_key)
+        if served is None:
+            raise RuntimeError(f"api key {api_key} is not in the served table")
+        lo = served[0] if min_version is None else max(min_version, served[0])
+        hi = served[1] if max_version is None else min(max_version, served[1])
+        for v in range(lo, hi + 1):
             if lookup(api_key, v) is None:
                 raise RuntimeError(f"api key {api_key} v{v} has no message definition")
-        HANDLERS[api_key] = HandlerEntry(api_key, min_version, max_version, fn, decoder)
+        HANDLERS[api_key] = HandlerEntry(api_key, lo, hi, fn, decoder)
         return fn
 
     return register

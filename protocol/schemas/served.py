@@ -20,8 +20,6 @@ from aiokafka.protocol.api import RequestStruct, Response
 
 # fmt: off
 AIOKAFKA_MESSAGES: dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]] = {
-    (18, 0): (_admin.ApiVersionRequest_v0, _admin.ApiVersionResponse_v0),
-    (18, 1): (_admin.ApiVersionRequest_v1, _admin.ApiVersionResponse_v1),
     (3, 0): (_metadata.MetadataRequest_v0, _metadata.MetadataResponse_v0),
     (3, 1): (_metadata.MetadataRequest_v1, _metadata.MetadataResponse_v1),
     (3, 2): (_metadata.MetadataRequest_v2, _metadata.MetadataResponse_v2),

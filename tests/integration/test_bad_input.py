@@ -132,13 +132,13 @@ async def test_unsupported_api_versions_version_is_answered_and_stays_open(
     writer.write(request(18, 99, 5, b"\x00\x00\x00"))
     corr, body = await read_response(reader)
     assert corr == 5
-    resp = lookup(18, 0).response.decode(body)  # type: ignore[union-attr]
-    assert resp.error_code == 35
-    ranges = {k: (lo, hi) for k, lo, hi in resp.api_versions}
-    assert ranges[18] == (0, 3)
-    assert ranges[3] == (0, 8)
+    resp = lookup(18, 0).decode_response(body)  # type: ignore[union-attr]
+    assert resp["error_code"] == 35
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
+    assert ranges[18] == (0, 4)
+    assert ranges[12][0] == 0
     # The connection is still usable.
-    writer.write(request(18, 3, 6, b"\x00\x00\x00"))
+    writer.write(request(18, 3, 6, b"\x01\x01\x00"))
     corr, body = await read_response(reader)
     assert corr == 6
     writer.close()

@@ -42,7 +42,7 @@ def test_heartbeat_decoder_matches_struct_codec(
     fields = {"group": group, "generation_id": generation, "member_id": member}
     if version >= 3:
         fields["group_instance_id"] = instance
-    body = spec.request(**fields).encode()
+    body = spec.encode_request(fields)
     frame = prefix + body  # the decoder starts at the body offset, after the header
     assert decode_heartbeat(frame, len(prefix), version) == spec.decode_request(frame, len(prefix))
 

@@ -14,12 +14,11 @@ import asyncio
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from io import BytesIO
 from typing import Any
 
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-from protocol.messages import lookup, to_dict
+from protocol.messages import lookup
 
 # Kafka API keys used by the group tests.
 FIND_COORDINATOR = 10
@@ -69,7 +68,7 @@ class RawConnection:
         self._corr += 1
         client = self.client_id.encode()
         header = struct.pack(">hhih", api_key, version, self._corr, len(client)) + client
-        payload = header + spec.request(**fields).encode()
+        payload = header + spec.encode_request(fields)
         return self._corr, struct.pack(">i", len(payload)) + payload
 
     async def read_frame(self, timeout: float = 10.0) -> tuple[int, bytes]:
@@ -92,11 +91,7 @@ class RawConnection:
 def decode_response(api_key: int, version: int, body: bytes) -> dict[str, Any]:
     spec = lookup(api_key, version)
     assert spec is not None
-    buf = BytesIO(body)
-    decoded = spec.response.decode(buf)
-    assert buf.tell() == len(body), f"{len(body) - buf.tell()} bytes after the response body"
-    schema = spec.response.SCHEMA
-    return to_dict(schema, tuple(decoded.get_item(n) for n in schema.names))
+    return spec.decode_response(body)
 
 
 def decode_assignment(data: bytes | None) -> dict[str, list[int]]:

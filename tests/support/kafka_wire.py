@@ -22,7 +22,6 @@ import contextlib
 import itertools
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from io import BytesIO
 from types import TracebackType
 from typing import Any
 
@@ -31,7 +30,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 
 from protocol.framing import read_uvarint
-from protocol.messages import MessageSpec, lookup, to_dict, to_values
+from protocol.messages import MessageSpec, lookup
 
 _INT32 = struct.Struct(">i")
 _HEADER_V1 = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -56,10 +55,7 @@ def encode_request(
 ) -> bytes:
     """One size-prefixed request frame."""
     spec = spec_for(api_key, version)
-    if isinstance(body, Struct):
-        payload = body.encode()
-    else:
-        payload = spec.request.SCHEMA.encode(to_values(spec.request.SCHEMA, body))
+    payload = body.encode() if isinstance(body, Struct) else spec.encode_request(body)
     cid = b"" if client_id is None else client_id.encode()
     header = _HEADER_V1.pack(
         api_key, version, correlation_id, -1 if client_id is None else len(cid)
@@ -82,12 +78,7 @@ def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, di
             _tag, pos = read_uvarint(payload, pos)
             size, pos = read_uvarint(payload, pos)
             pos += size
-    buf = BytesIO(payload)
-    buf.seek(pos)
-    values = spec.response.SCHEMA.decode(buf)
-    if buf.tell() != len(payload):
-        raise ValueError(f"{len(payload) - buf.tell()} unread bytes after the response body")
-    return corr, to_dict(spec.response.SCHEMA, values)
+    return corr, spec.decode_response(payload, pos)
 
 
 class WireClient:
