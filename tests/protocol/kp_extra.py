@@ -1,0 +1,69 @@
+"""kafka-python classes for the messages its release ships no JSON for (ConsumerGroupHeartbeat
+and ConsumerGroupDescribe): its own JSON loader fed with the message JSON inside
+kafka-clients-4.3.0.jar (fetched by ``tests.support.java``, cached under ``.cache/``)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import os
+import sys
+import warnings
+import zipfile
+from typing import Any
+
+from tests.support.java import CACHE, KAFKA_CLIENTS_VERSION, JavaSetupError, _jars
+
+MESSAGES = {68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe"}
+PACKAGE = "kgroupd_kafka_json"
+
+
+def _json_package() -> Any:
+    root = CACHE / "message-json"
+    pkg = root / PACKAGE
+    if not (pkg / "__init__.py").exists():
+        jar = next(
+            j for j in _jars(CACHE) if j.name == f"kafka-clients-{KAFKA_CLIENTS_VERSION}.jar"
+        )
+        tmp = root / f"{PACKAGE}.tmp{os.getpid()}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(jar) as zf:
+            for name in MESSAGES.values():
+                for kind in ("Request", "Response"):
+                    data = zf.read(f"common/message/{name}{kind}.json")
+                    (tmp / f"{name}{kind}.json").write_bytes(data)
+        (tmp / "__init__.py").write_text("")
+        with contextlib.suppress(OSError):  # another process may have published it first
+            tmp.rename(pkg)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module(PACKAGE)
+
+
+@functools.cache
+def extra_kp_classes() -> dict[int, tuple[Any, Any]]:
+    """``{api_key: (request class, response class)}``; empty if the jar cannot be had
+    (outside CI: the tests that need them skip; under CI=true, fail)."""
+    try:
+        package = _json_package()
+    except (JavaSetupError, OSError, StopIteration) as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        warnings.warn(f"no kafka-clients jar for the KIP-848 message JSON: {exc}", stacklevel=1)
+        return {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.protocol.api_message import ApiMessage
+
+        out: dict[int, tuple[Any, Any]] = {}
+        for key, name in MESSAGES.items():
+            classes = [
+                type(f"{name}{kind}", (ApiMessage,), {}, load_json=package)
+                for kind in ("Request", "Response")
+            ]
+            out[key] = (classes[0], classes[1])
+    return out
+
+
+__all__ = ["extra_kp_classes"]
