@@ -116,6 +116,7 @@ class Topic:
 class TopicManager:
     def __init__(self) -> None:
         self.topics: dict[str, Topic] = {}
+        self.ids: dict[uuid.UUID, Topic] = {}
         # Under --data-dir: segment files and topics.json (broker.storage.topic_store).
         self.store: TopicStore | None = None
         # Bumped on every create/delete/partition change, for metadata caches.
@@ -123,6 +124,10 @@ class TopicManager:
 
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        """The topic with this id (a recreated topic has a new one)."""
+        return self.ids.get(topic_id)
 
     def partition(self, name: str, index: int) -> PartitionLog | None:
         topic = self.topics.get(name)
@@ -154,10 +159,17 @@ class TopicManager:
             )
         return validate_configs(configs)
 
-    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
-        topic = Topic(name, [], dict(configs or {}))
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> Topic:
+        topic = Topic(name, [], dict(configs or {}), topic_id or uuid.uuid4())
         topic.add_partitions(partitions)
         self.topics[name] = topic
+        self.ids[topic.topic_id] = topic
         self.version += 1
         if self.store is not None:
             for log in topic.partitions:
@@ -168,6 +180,7 @@ class TopicManager:
     def delete(self, name: str) -> Topic | None:
         topic = self.topics.pop(name, None)
         if topic is not None:
+            self.ids.pop(topic.topic_id, None)
             self.version += 1
             for log in topic.partitions:
                 log._wake()

@@ -164,8 +164,9 @@ class TopicStore:
                 f"{path}: format version {table['version']} is newer than this kgroupd reads (1)"
             )
         for name, spec in table["topics"].items():
-            topic = topics.create(name, spec["partitions"], spec["configs"])
-            topic.topic_id = uuid.UUID(spec["topic_id"])
+            topic = topics.create(
+                name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
+            )
             segment_bytes = int(topic.config("segment.bytes"))
             for plog in topic.partitions:
                 store = self.attach(plog, segment_bytes)

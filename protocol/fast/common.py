@@ -1,0 +1,45 @@
+"""Shared pieces of the hand-written codecs: bounds-checked readers, the error-only body."""
+
+from __future__ import annotations
+
+import struct
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I16_I32 = struct.Struct(">ih")  # throttle_time_ms, error_code
+
+
+def read_string(data: bytes, pos: int) -> tuple[str | None, int]:
+    """A non-compact (int16-length) nullable string."""
+    if pos + 2 > len(data):
+        raise ValueError("string length runs past the end of the request")
+    (n,) = _I16.unpack_from(data, pos)
+    pos += 2
+    if n < 0:
+        return None, pos
+    end = pos + n
+    if end > len(data):
+        raise ValueError("string runs past the end of the request")
+    return data[pos:end].decode("utf-8"), end
+
+
+def read_int32(data: bytes, pos: int) -> tuple[int, int]:
+    if pos + 4 > len(data):
+        raise ValueError("int32 runs past the end of the request")
+    return _I32.unpack_from(data, pos)[0], pos + 4
+
+
+_ERROR_ONLY = [_I16.pack(code) for code in range(128)]
+
+
+def encode_error_only(error_code: int, version: int, throttle_from: int = 1) -> bytes:
+    """A body of (throttle_time_ms from ``throttle_from``,) error_code: Heartbeat's shape."""
+    if version >= throttle_from:
+        return _I16_I32.pack(0, error_code)
+    return _ERROR_ONLY[error_code] if 0 <= error_code < 128 else _I16.pack(error_code)
+
+
+class Chunks(list[bytes]):
+    """A response body as buffers written one after the other (``transport.writelines``),
+    so large record batches are never copied into one object."""
