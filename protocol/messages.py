@@ -3,7 +3,7 @@
 Every served API is defined in ``protocol/schemas`` with our own field trees
 (``protocol.codec``); ``protocol.schemas.SERVED`` is the one table of served version ranges.
 An API not yet moved to our definitions is served through its aiokafka structs
-(``protocol.schemas.served.AIOKAFKA_MESSAGES``), wrapped to the same interface.
+(``protocol.schemas.legacy_served.AIOKAFKA_MESSAGES``), wrapped to the same interface.
 """
 
 from __future__ import annotations

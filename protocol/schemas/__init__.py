@@ -17,9 +17,23 @@ from aiokafka.protocol.api import RequestStruct, Response
 
 from protocol.codec import Message
 
-from . import admin, api_versions, group, metadata, offsets, producer
-from .served import AIOKAFKA_MESSAGES
-from .types import TaggedFields
+from . import (
+    admin,
+    api_versions,
+    consumer,
+    fetch,
+    groups,
+    legacy_admin,
+    legacy_group,
+    legacy_metadata,
+    legacy_offsets,
+    legacy_producer,
+    list_offsets,
+    metadata,
+    offsets,
+    produce,
+)
+from .legacy_served import AIOKAFKA_MESSAGES
 
 # The one table of served version ranges: for every API, Kafka 4.3's latest stable version
 # (its message JSON, honouring latestVersionUnstable), and the lower of Kafka 4.3's oldest and
@@ -55,14 +69,22 @@ ALL_SERVED = SERVED
 # api_key -> (request, response): the APIs defined with our own field trees.
 DEFINITIONS: dict[int, tuple[Message, Message]] = {
     18: (api_versions.REQUEST, api_versions.RESPONSE),
+    **metadata.DEFINITIONS,
+    **admin.DEFINITIONS,
+    **produce.DEFINITIONS,
+    **fetch.DEFINITIONS,
+    **list_offsets.DEFINITIONS,
+    **groups.DEFINITIONS,
+    **offsets.DEFINITIONS,
+    **consumer.DEFINITIONS,
 }
 
 EXTRA_MESSAGES: dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]] = {
-    **metadata.MESSAGES,
-    **admin.MESSAGES,
-    **producer.MESSAGES,
-    **offsets.MESSAGES,
-    **group.MESSAGES,
+    **legacy_metadata.MESSAGES,
+    **legacy_admin.MESSAGES,
+    **legacy_producer.MESSAGES,
+    **legacy_offsets.MESSAGES,
+    **legacy_group.MESSAGES,
 }
 
 SERVED_MESSAGES: dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]] = {
@@ -78,5 +100,4 @@ __all__ = [
     "EXTRA_MESSAGES",
     "SERVED",
     "SERVED_MESSAGES",
-    "TaggedFields",
 ]

@@ -1,0 +1,8 @@
+"""The KIP-848 consumer group protocol: ConsumerGroupHeartbeat (68), ConsumerGroupDescribe (69)."""
+
+from __future__ import annotations
+
+from protocol.codec import Message
+
+# api_key -> (request, response)
+DEFINITIONS: dict[int, tuple[Message, Message]] = {}

@@ -1,0 +1,8 @@
+"""ListOffsets (2)."""
+
+from __future__ import annotations
+
+from protocol.codec import Message
+
+# api_key -> (request, response)
+DEFINITIONS: dict[int, tuple[Message, Message]] = {}
