@@ -29,6 +29,7 @@ kafka-python's ``ApiMessage.encode``/``decode`` default to ``header=False``
 
 from __future__ import annotations
 
+import uuid
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -170,6 +171,8 @@ class ValueGen:
             return f"s{n}-ñ€😀"  # 1-, 2-, 3- and 4-byte UTF-8 sequences
         if type_str in ("bytes", "records"):
             return bytes([n % 256, 0, 255]) + "ü".encode()
+        if type_str == "uuid":
+            return uuid.UUID(int=(n * 0x9E3779B97F4A7C15) % 2**128 or 1)
         if type_str == "bitfield":  # kafka-python's view of int32 authorized-operations
             return {n % 30, 31}  # bit 31 set -> negative int32 on the wire
         raise AssertionError(f"no generator for JSON type {type_str!r}")
