@@ -464,7 +464,7 @@ class CoordinatorStore:
 
     def _write_snapshots(self, rotation: Rotation) -> None:
         os.fsync(rotation.old_fd)  # the rotated log is complete on disk before any deletion
-        os.close(rotation.old_fd)
+        self.worker.close_fd(rotation.old_fd)
         next_seq = rotation.next_seq
         offsets = 0
         for snapshot in rotation.snapshots:
@@ -516,7 +516,7 @@ class CoordinatorStore:
         if self.size > len(file_header(KIND_RECORD_LOG)):
             final: Rotation | None = self._capture()
         else:
-            os.close(self.fd)
+            self.worker.close_fd(self.fd)
             final = None
         self.fd = -1
         return final

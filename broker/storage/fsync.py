@@ -32,6 +32,10 @@ class FsyncWorker:
         self.mode = mode
         self.interval_s = interval_ms / 1000.0
         self._cond = threading.Condition()
+        # Held by the thread while it takes and fsyncs a batch of fds, and by ``close_fd``:
+        # an fd is never closed (and its number reused, say by a socket) between the thread
+        # taking it and fsyncing it.
+        self._io_lock = threading.Lock()
         self._dirty: set[int] = set()
         self._retired: list[int] = []
         self._dirs: set[Path] = set()
@@ -67,6 +71,14 @@ class FsyncWorker:
             self._dirty.discard(fd)
             self._retired.append(fd)
 
+    def close_fd(self, fd: int) -> None:
+        """Close ``fd``, which ``dirty`` may have named: it is dropped from the next round
+        first, and never closed while the thread is fsyncing a batch."""
+        with self._io_lock:
+            with self._cond:
+                self._dirty.discard(fd)
+            os.close(fd)
+
     def sync(self) -> asyncio.Future[None] | None:
         """Under ``always``: a future for when everything written so far is on disk."""
         if self.mode != ALWAYS:
@@ -85,41 +97,46 @@ class FsyncWorker:
                         self._cond.wait()
                 elif not self._stopping:
                     self._cond.wait(self.interval_s)
-                fds, self._dirty = self._dirty, set()
-                retired, self._retired = self._retired, []
-                dirs, self._dirs = self._dirs, set()
-                waiters, self._waiters = self._waiters, []
-                stopping = self._stopping
-            error: OSError | None = None
-            for fd in retired:
-                try:
-                    os.fsync(fd)
-                except OSError as exc:
-                    error = exc
-                    log.error("fsync_failed", error=str(exc))
-                finally:
-                    os.close(fd)
-            for fd in fds:
-                try:
-                    os.fsync(fd)
-                except OSError as exc:  # a closed fd (file rolled or deleted) needs no sync
-                    if exc.errno != 9:
-                        error = exc
-                        log.error("fsync_failed", error=str(exc))
-            for path in dirs:
-                try:
-                    fsync_dir(path)
-                except FileNotFoundError:  # deleted since (a dropped topic): nothing to keep
-                    pass
-                except OSError as exc:
-                    error = exc
-                    log.error("fsync_failed", error=str(exc), directory=str(path))
-            if fds or retired or dirs:
-                self.fsyncs += 1
+            with self._io_lock:
+                with self._cond:
+                    fds, self._dirty = self._dirty, set()
+                    retired, self._retired = self._retired, []
+                    dirs, self._dirs = self._dirs, set()
+                    waiters, self._waiters = self._waiters, []
+                    stopping = self._stopping
+                error = self._sync_batch(fds, retired, dirs)
             if waiters:
                 self.loop.call_soon_threadsafe(_resolve, waiters, error)
             if stopping:
                 return
+
+    def _sync_batch(self, fds: set[int], retired: list[int], dirs: set[Path]) -> OSError | None:
+        error: OSError | None = None
+        for fd in retired:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                error = exc
+                log.error("fsync_failed", error=str(exc))
+            finally:
+                os.close(fd)
+        for fd in fds:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                error = exc
+                log.error("fsync_failed", error=str(exc))
+        for path in dirs:
+            try:
+                fsync_dir(path)
+            except FileNotFoundError:  # deleted since (a dropped topic): nothing to keep
+                pass
+            except OSError as exc:
+                error = exc
+                log.error("fsync_failed", error=str(exc), directory=str(path))
+        if fds or retired or dirs:
+            self.fsyncs += 1
+        return error
 
     def close(self) -> None:
         """Fsync what is dirty and stop the thread."""

@@ -99,7 +99,7 @@ class PartitionStore:
     def close(self) -> None:
         if self.fd >= 0:
             os.fsync(self.fd)
-            os.close(self.fd)
+            self.worker.close_fd(self.fd)
             self.fd = -1
 
 
@@ -148,7 +148,7 @@ class TopicStore:
         for p in range(partitions):
             store = self.partitions.pop((name, p), None)
             if store is not None and store.fd >= 0:
-                os.close(store.fd)
+                self.worker.close_fd(store.fd)
                 store.fd = -1
             shutil.rmtree(self.dir / f"{name}-{p}", ignore_errors=True)
 
