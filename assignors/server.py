@@ -119,11 +119,12 @@ def uniform_assign(
     return uniform_heterogeneous(member_ids, subscriptions, partitions, current)
 
 
-def _range_order(member: ServerMember) -> tuple[int, str]:
-    """Static members first, by instance id; then dynamic members, by member id."""
+def _range_order(member: ServerMember) -> tuple[int, str, str]:
+    """Static members first, by instance id; then dynamic members, by member id. (Instance
+    ids are unique in a valid group; should two members share one, member id decides.)"""
     if member.instance_id is not None:
-        return (0, member.instance_id)
-    return (1, member.member_id)
+        return (0, member.instance_id, member.member_id)
+    return (1, member.member_id, "")
 
 
 def range_server_assign(
