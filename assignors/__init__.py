@@ -1,5 +1,8 @@
 """Partition assignors as pure functions: range, roundrobin, sticky, cooperative-sticky, failover.
 
+The KIP-848 server-side assignors ``uniform`` and ``range`` live in ``assignors.server``
+(``SERVER_ASSIGNORS``, re-exported here).
+
 ``GroupSpec`` in, ``GroupAssignment`` out; no I/O and no broker imports, so the
 same code serves Python consumers (through the aiokafka adapters in
 ``assignors.adapters``) and the broker's server-side assignment.
@@ -22,6 +25,18 @@ from assignors.codec import (
     encode_priority,
     encode_subscription,
 )
+from assignors.server import (
+    DEFAULT_SERVER_ASSIGNOR,
+    SERVER_ASSIGNORS,
+    RangeServerAssignor,
+    ServerAssignment,
+    ServerAssignor,
+    ServerMember,
+    TopicKey,
+    UniformServerAssignor,
+    range_server_assign,
+    uniform_assign,
+)
 from assignors.simple import failover_assign, range_assign, roundrobin_assign
 from assignors.spec import (
     DEFAULT_GENERATION,
@@ -43,6 +58,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ASSIGNORS",
     "DEFAULT_GENERATION",
+    "DEFAULT_SERVER_ASSIGNOR",
+    "SERVER_ASSIGNORS",
     "Assignment",
     "CodecError",
     "FailoverAssignor",
@@ -50,10 +67,16 @@ __all__ = [
     "GroupSpec",
     "MemberSpec",
     "RangeAssignor",
+    "RangeServerAssignor",
     "RoundRobinAssignor",
+    "ServerAssignment",
+    "ServerAssignor",
+    "ServerMember",
     "StickyAssignor",
     "Subscription",
+    "TopicKey",
     "TopicPartition",
+    "UniformServerAssignor",
     "cooperative_sticky_assign",
     "decode_assignment",
     "decode_priority",
@@ -64,8 +87,10 @@ __all__ = [
     "failover_assign",
     "minimum_moves",
     "range_assign",
+    "range_server_assign",
     "roundrobin_assign",
     "sticky_assign",
+    "uniform_assign",
 ]
 
 #: Protocol name -> assignment function (cooperative-sticky with deferral off).
