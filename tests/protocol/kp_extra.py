@@ -66,4 +66,17 @@ def extra_kp_classes() -> dict[int, tuple[Any, Any]]:
     return out
 
 
-__all__ = ["extra_kp_classes"]
+__all__ = ["extra_kp_classes", "jar_message_json"]
+
+
+@functools.cache
+def jar_message_json(name: str) -> dict[str, Any]:
+    """One message definition (``"JoinGroupRequest"``) from kafka-clients-4.3.0.jar."""
+    import json
+    import re
+
+    wanted = f"kafka-clients-{KAFKA_CLIENTS_VERSION}.jar"
+    jar = next(j for j in _jars(CACHE) if j.name == wanted)
+    with zipfile.ZipFile(jar) as zf:
+        text = zf.read(f"common/message/{name}.json").decode()
+    return dict(json.loads(re.sub(r"(?m)^\s*//.*$", "", text)))

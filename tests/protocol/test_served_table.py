@@ -1,0 +1,76 @@
+"""The one table of served versions follows its rule, and ApiVersions answers exactly it.
+
+Rule: for every API kgroupd serves, the newest version is Kafka 4.3's newest stable one (the
+message JSON in kafka-clients-4.3.0.jar, less one where ``latestVersionUnstable``), and the
+oldest is the lower of Kafka 4.3's oldest and the oldest kgroupd served before (Kafka 4
+dropped old versions, KIP-896; kgroupd keeps them for older clients).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from broker.handlers import supported_versions
+from protocol.schemas import SERVED
+
+from .kp_extra import jar_message_json
+
+# The oldest version of each API kgroupd served before Kafka 4.3's ranges were adopted.
+OLDEST_BEFORE = {0: 0, 1: 4, 2: 0, 3: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 13: 0, 14: 0}
+OLDEST_BEFORE |= {15: 0, 16: 0, 18: 0, 19: 0, 20: 0, 22: 0, 32: 0, 37: 0, 42: 0, 47: 0}
+
+NAMES = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    22: "InitProducerId",
+    32: "DescribeConfigs",
+    37: "CreatePartitions",
+    42: "DeleteGroups",
+    47: "OffsetDelete",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+}
+
+
+def kafka_range(api_key: int) -> tuple[int, int]:
+    spec = jar_message_json(NAMES[api_key] + "Request")
+    assert spec["apiKey"] == api_key
+    m = re.fullmatch(r"(\d+)(?:-(\d+))?", spec["validVersions"])
+    assert m is not None
+    lo = int(m.group(1))
+    hi = int(m.group(2) or lo)
+    if spec.get("latestVersionUnstable"):
+        hi -= 1
+    return lo, hi
+
+
+@pytest.mark.parametrize("api_key", sorted(SERVED))
+def test_served_range_follows_the_rule(api_key: int) -> None:
+    lo, hi = kafka_range(api_key)
+    assert SERVED[api_key] == (min(lo, OLDEST_BEFORE.get(api_key, lo)), hi)
+
+
+def test_every_served_api_is_listed() -> None:
+    assert set(SERVED) == set(NAMES)
+
+
+def test_api_versions_advertises_only_served_versions() -> None:
+    for api_key, lo, hi in supported_versions():
+        want_lo, want_hi = SERVED[api_key]
+        assert want_lo <= lo <= hi <= want_hi, api_key
