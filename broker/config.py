@@ -46,6 +46,16 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1800000
     group_max_size: int | None = None
     offsets_retention_minutes: int = 10080
+    # KIP-848 consumer groups (Kafka's group.consumer.* settings and defaults)
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_min_session_timeout_ms: int = 45000
+    group_consumer_max_session_timeout_ms: int = 60000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_min_heartbeat_interval_ms: int = 5000
+    group_consumer_max_heartbeat_interval_ms: int = 15000
+    group_consumer_max_size: int | None = None
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_consumer_migration_policy: str = "bidirectional"
     offset_metadata_max_bytes: int = 4096
     fsync: str | None = None  # always | interval | never; None: always (with --data-dir)
     fsync_interval_ms: int = 1000
@@ -70,6 +80,29 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+SERVER_ASSIGNOR_NAMES = ("uniform", "range")
+MIGRATION_POLICIES = ("disabled", "downgrade", "upgrade", "bidirectional")
+
+
+def _assignors(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("needs at least one assignor")
+    for name in names:
+        if name not in SERVER_ASSIGNOR_NAMES:
+            raise argparse.ArgumentTypeError(
+                f"unknown assignor {name!r} (kgroupd has {', '.join(SERVER_ASSIGNOR_NAMES)})"
+            )
+    return names
+
+
+def _policy(text: str) -> str:
+    value = text.strip().lower()
+    if value not in MIGRATION_POLICIES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(MIGRATION_POLICIES)}")
     return value
 
 
@@ -202,6 +235,61 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "Kafka: group.max.size (default: unbounded)",
     ),
     (
+        "--group-consumer-session-timeout-ms",
+        "group_consumer_session_timeout_ms",
+        _at_least_one,
+        "consumer groups (KIP-848): Kafka: group.consumer.session.timeout.ms",
+    ),
+    (
+        "--group-consumer-min-session-timeout-ms",
+        "group_consumer_min_session_timeout_ms",
+        _at_least_one,
+        "Kafka: group.consumer.min.session.timeout.ms",
+    ),
+    (
+        "--group-consumer-max-session-timeout-ms",
+        "group_consumer_max_session_timeout_ms",
+        _at_least_one,
+        "Kafka: group.consumer.max.session.timeout.ms",
+    ),
+    (
+        "--group-consumer-heartbeat-interval-ms",
+        "group_consumer_heartbeat_interval_ms",
+        _at_least_one,
+        "Kafka: group.consumer.heartbeat.interval.ms",
+    ),
+    (
+        "--group-consumer-min-heartbeat-interval-ms",
+        "group_consumer_min_heartbeat_interval_ms",
+        _at_least_one,
+        "Kafka: group.consumer.min.heartbeat.interval.ms",
+    ),
+    (
+        "--group-consumer-max-heartbeat-interval-ms",
+        "group_consumer_max_heartbeat_interval_ms",
+        _at_least_one,
+        "Kafka: group.consumer.max.heartbeat.interval.ms",
+    ),
+    (
+        "--group-consumer-max-size",
+        "group_consumer_max_size",
+        _at_least_one,
+        "Kafka: group.consumer.max.size (default: unbounded)",
+    ),
+    (
+        "--group-consumer-assignors",
+        "group_consumer_assignors",
+        _assignors,
+        "server assignors, comma-separated, the first the default "
+        "(Kafka: group.consumer.assignors)",
+    ),
+    (
+        "--group-consumer-migration-policy",
+        "group_consumer_migration_policy",
+        _policy,
+        "disabled|downgrade|upgrade|bidirectional (Kafka: group.consumer.migration.policy)",
+    ),
+    (
         "--offsets-retention-minutes",
         "offsets_retention_minutes",
         _at_least_one,
@@ -233,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, dest, typ, text in _OPTIONS:
         default = getattr(defaults, dest)
         shown = "unset" if default is None else default
+        if isinstance(default, tuple):
+            shown = ",".join(default)
         parser.add_argument(
             flag, dest=dest, type=typ, default=None, help=f"{text} [{env_name(dest)}; {shown}]"
         )
@@ -307,6 +397,7 @@ def validate(config: BrokerConfig) -> None:
         )
     if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
         raise ConfigError("--group-min-session-timeout-ms is above --group-max-session-timeout-ms")
+    _validate_consumer_groups(config)
     if config.fsync not in (None, "always", "interval", "never"):
         raise ConfigError(f"--fsync must be always, interval or never, not {config.fsync!r}")
     if config.data_dir is None and config.fsync is not None:
@@ -315,3 +406,33 @@ def validate(config: BrokerConfig) -> None:
         raise ConfigError("--recover needs --data-dir")
     if config.message_max_bytes > config.max_request_bytes:
         raise ConfigError("--message-max-bytes is above --max-request-bytes")
+
+
+def _validate_consumer_groups(config: BrokerConfig) -> None:
+    """Kafka's GroupCoordinatorConfig checks on the group.consumer.* settings."""
+    c = config
+    checks = [
+        (
+            c.group_consumer_min_session_timeout_ms
+            <= c.group_consumer_session_timeout_ms
+            <= c.group_consumer_max_session_timeout_ms,
+            "--group-consumer-session-timeout-ms must lie within "
+            "--group-consumer-min-session-timeout-ms and --group-consumer-max-session-timeout-ms",
+        ),
+        (
+            c.group_consumer_min_heartbeat_interval_ms
+            <= c.group_consumer_heartbeat_interval_ms
+            <= c.group_consumer_max_heartbeat_interval_ms,
+            "--group-consumer-heartbeat-interval-ms must lie within "
+            "--group-consumer-min-heartbeat-interval-ms and "
+            "--group-consumer-max-heartbeat-interval-ms",
+        ),
+        (
+            c.group_consumer_heartbeat_interval_ms < c.group_consumer_session_timeout_ms,
+            "--group-consumer-heartbeat-interval-ms must be less than "
+            "--group-consumer-session-timeout-ms",
+        ),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)

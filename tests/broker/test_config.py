@@ -91,3 +91,61 @@ def test_durability_settings() -> None:
         {},
     )
     assert (c.fsync_mode, c.fsync_interval_ms, c.recover) == ("interval", 50, True)
+
+
+def test_consumer_group_settings_have_kafkas_names_and_defaults() -> None:
+    c = load_config([], {})
+    assert c.group_consumer_session_timeout_ms == 45000
+    assert c.group_consumer_heartbeat_interval_ms == 5000
+    assert (c.group_consumer_min_session_timeout_ms, c.group_consumer_max_session_timeout_ms) == (
+        45000,
+        60000,
+    )
+    assert c.group_consumer_assignors == ("uniform", "range")
+    assert c.group_consumer_migration_policy == "bidirectional"
+    c = load_config(
+        [
+            "--group-consumer-min-session-timeout-ms=1000",
+            "--group-consumer-session-timeout-ms=2000",
+            "--group-consumer-min-heartbeat-interval-ms=100",
+            "--group-consumer-heartbeat-interval-ms=500",
+            "--group-consumer-assignors=range,uniform",
+        ],
+        {
+            "KGROUPD_GROUP_CONSUMER_MIGRATION_POLICY": "Upgrade",
+            "KGROUPD_GROUP_CONSUMER_MAX_SIZE": "3",
+        },
+    )
+    assert c.group_consumer_session_timeout_ms == 2000
+    assert c.group_consumer_heartbeat_interval_ms == 500
+    assert c.group_consumer_assignors == ("range", "uniform")
+    assert c.group_consumer_migration_policy == "upgrade"
+    assert c.group_consumer_max_size == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--group-consumer-session-timeout-ms=1000"], "must lie within"),
+        (["--group-consumer-heartbeat-interval-ms=100"], "must lie within"),
+        (
+            [
+                "--group-consumer-min-heartbeat-interval-ms=100",
+                "--group-consumer-max-heartbeat-interval-ms=100000",
+                "--group-consumer-heartbeat-interval-ms=50000",
+            ],
+            "less than",
+        ),
+    ],
+)
+def test_consumer_group_settings_are_checked_as_kafka_checks_them(
+    argv: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(argv, {})
+
+
+def test_unknown_server_assignor_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        load_config(["--group-consumer-assignors=sticky"], {})
+    assert "unknown assignor 'sticky'" in capsys.readouterr().err
