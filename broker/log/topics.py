@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -121,6 +122,18 @@ class TopicManager:
         self.store: TopicStore | None = None
         # Bumped on every create/delete/partition change, for metadata caches.
         self.version = 0
+        # Called after every create/delete/partition change (the coordinator re-resolves
+        # consumer groups' subscriptions).
+        self.listeners: list[Callable[[], None]] = []
+
+    def _changed(self) -> None:
+        self.version += 1
+        for listener in self.listeners:
+            listener()
+
+    def view(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """Every topic as ``name -> (topic id, partition count)``."""
+        return {name: (t.topic_id, len(t.partitions)) for name, t in self.topics.items()}
 
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
@@ -170,7 +183,7 @@ class TopicManager:
         topic.add_partitions(partitions)
         self.topics[name] = topic
         self.ids[topic.topic_id] = topic
-        self.version += 1
+        self._changed()
         if self.store is not None:
             for log in topic.partitions:
                 self.store.attach(log, int(topic.config("segment.bytes")))
@@ -181,7 +194,7 @@ class TopicManager:
         topic = self.topics.pop(name, None)
         if topic is not None:
             self.ids.pop(topic.topic_id, None)
-            self.version += 1
+            self._changed()
             for log in topic.partitions:
                 log._wake()
             if self.store is not None:
@@ -193,7 +206,7 @@ class TopicManager:
         topic = self.topics[name]
         before = len(topic.partitions)
         topic.add_partitions(total)
-        self.version += 1
+        self._changed()
         if self.store is not None:
             for log in topic.partitions[before:]:
                 self.store.attach(log, int(topic.config("segment.bytes")))
