@@ -6,12 +6,19 @@ A flag beats its environment variable, which beats the default (Kafka's, where K
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import socket
 import sys
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def new_cluster_id() -> str:
+    """Kafka's cluster ids are a random UUID in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class ConfigError(Exception):

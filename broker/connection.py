@@ -18,7 +18,7 @@ import functools
 import itertools
 from collections import deque
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
 
@@ -38,7 +38,18 @@ from protocol.framing import (
 from protocol.messages import MessageSpec, lookup
 
 if TYPE_CHECKING:
-    from broker.server import KafkaServer
+    from broker.state import Broker
+
+
+class ConnectionHost(Protocol):
+    """What a connection needs of the server that accepted it."""
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def connections(self) -> set[KafkaConnection]: ...
+
 
 log = structlog.get_logger("kgroupd.connection")
 _ids = itertools.count(1)
@@ -52,7 +63,7 @@ class _Close(Exception):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: ConnectionHost) -> None:
         self.server = server
         self.broker = server.broker
         self.conn_id = next(_ids)

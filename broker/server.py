@@ -7,11 +7,13 @@ import contextlib
 
 import structlog
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, new_cluster_id
 from broker.connection import KafkaConnection
-from broker.coordinator import LoopTimers
+from broker.coordinator import GroupCoordinator, LoopTimers
 from broker.log.partition import now_ms
-from broker.state import Broker
+from broker.log.producers import ProducerStateManager
+from broker.log.topics import TopicManager
+from broker.state import Broker, coordinator_config, create_startup_topics
 
 log = structlog.get_logger("kgroupd.server")
 
@@ -21,34 +23,29 @@ RETENTION_CHECK_INTERVAL_S = 300.0  # Kafka: log.retention.check.interval.ms
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.broker = Broker(config)
+        self._broker: Broker | None = None
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._housekeeping: asyncio.Task[None] | None = None
         self.port = config.port
 
+    @property
+    def broker(self) -> Broker:
+        if self._broker is None:
+            raise RuntimeError("the server has not started")
+        return self._broker
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.timers = LoopTimers(loop)
-        broker = self.broker
-        if self.config.data_dir is not None:
-            from broker.storage.durability import Durability
-
-            durability = Durability(self.config, loop)
-            broker.cluster_id, records = durability.open(broker.topics, broker.producers)
-            broker.create_startup_topics()
-            broker.start_coordinator(self.timers, durability.sink_for)
-            durability.attach(broker.coordinator, records)
-            broker.durability = durability
+        self._broker = broker = open_broker(self.config, loop, self.timers)
+        if broker.durability is not None:
             log.info(
                 "data_dir_loaded",
                 data_dir=self.config.data_dir,
                 fsync=self.config.fsync_mode,
                 topics=len(broker.topics.topics),
             )
-        else:
-            broker.create_startup_topics()
-            broker.start_coordinator(self.timers)
         self._server = await loop.create_server(
             lambda: KafkaConnection(self),
             self.config.host,
@@ -78,7 +75,7 @@ class KafkaServer:
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish, close every connection."""
-        if self._server is None:
+        if self._server is None or self._broker is None:
             return
         self._server.close()
         if self._housekeeping is not None:
@@ -104,3 +101,25 @@ class KafkaServer:
         await self._server.wait_closed()
         self._server = None
         log.info("stopped")
+
+
+def open_broker(
+    config: BrokerConfig, loop: asyncio.AbstractEventLoop, timers: LoopTimers
+) -> Broker:
+    """Topics, producers and the coordinator, loaded from ``--data-dir`` when given."""
+    topics = TopicManager()
+    producers = ProducerStateManager()
+    if config.data_dir is None:
+        create_startup_topics(config, topics)
+        coordinator = GroupCoordinator(coordinator_config(config), timers, config.node_id)
+        return Broker(config, config.cluster_id or new_cluster_id(), topics, producers, coordinator)
+    from broker.storage.durability import Durability
+
+    durability = Durability(config, loop)
+    cluster_id, records = durability.open(topics, producers)
+    create_startup_topics(config, topics)
+    coordinator = GroupCoordinator(
+        coordinator_config(config), timers, config.node_id, durability.sink_for
+    )
+    durability.attach(coordinator, records)
+    return Broker(config, cluster_id, topics, producers, coordinator, durability)

@@ -6,12 +6,18 @@ import asyncio
 import bisect
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from protocol.records import BatchHeader
 
-if TYPE_CHECKING:
-    from broker.storage.topic_store import PartitionStore
+
+class SegmentStore(Protocol):
+    """Where a partition's batches persist under --data-dir (``broker.storage.topic_store``
+    implements it; the log knows nothing more of storage)."""
+
+    def append(self, batch: bytes, base_offset: int, last_offset: int) -> None: ...
+
+    def delete_below(self, log_start_offset: int) -> int: ...
 
 
 @dataclass(slots=True)
@@ -34,7 +40,7 @@ class PartitionLog:
     size_bytes: int = 0
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     # Segment files under --data-dir (broker.storage.topic_store.PartitionStore), else None.
-    store: PartitionStore | None = None
+    store: SegmentStore | None = None
 
     def append(self, batch: bytes, header: BatchHeader, now_ms: int) -> int:
         """Store ``batch`` (already carrying its base offset); returns that offset."""

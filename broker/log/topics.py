@@ -6,12 +6,9 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from broker.log.partition import PartitionLog
-
-if TYPE_CHECKING:
-    from broker.storage.topic_store import TopicStore
+from broker.log.partition import PartitionLog, SegmentStore
 from protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME = 249
@@ -112,6 +109,17 @@ class Topic:
     def add_partitions(self, total: int) -> None:
         for i in range(len(self.partitions), total):
             self.partitions.append(PartitionLog(self.name, i))
+
+
+class TopicStore(Protocol):
+    """Where the topic table and segments persist under --data-dir
+    (``broker.storage.topic_store`` implements it)."""
+
+    def attach(self, log: PartitionLog, segment_bytes: int) -> SegmentStore: ...
+
+    def save_topics(self, topics: TopicManager) -> None: ...
+
+    def drop_topic(self, name: str, partitions: int) -> None: ...
 
 
 class TopicManager:
