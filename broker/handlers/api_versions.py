@@ -8,15 +8,36 @@ v0 body carrying UNSUPPORTED_VERSION and our ranges (see the connection), never 
 
 from __future__ import annotations
 
-from broker.handlers.registry import Fields, RequestContext, handler, supported_versions
+from broker.handlers.registry import HANDLERS, Fields, RequestContext, handler, supported_versions
 from protocol.errors import ErrorCode
+
+# Feature flags (KIP-584) Kafka 4.3 advertises, each with the API that makes it true here:
+# name -> (api key that must be served, min supported, max supported = finalized level).
+# group.version 1 means the KIP-848 consumer group protocol (ConsumerGroupHeartbeat).
+FEATURES: dict[str, tuple[int, int, int]] = {"group.version": (68, 0, 1)}
+FINALIZED_FEATURES_EPOCH = 1
+
+
+def features() -> list[tuple[str, int, int]]:
+    """The features this kgroupd implements: (name, min, max)."""
+    return [(name, lo, hi) for name, (api, lo, hi) in FEATURES.items() if api in HANDLERS]
 
 
 def api_versions_body(error: ErrorCode) -> Fields:
     keys = [
         {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported_versions()
     ]
-    return {"error_code": int(error), "api_keys": keys}
+    body: Fields = {"error_code": int(error), "api_keys": keys}
+    found = features()
+    if found:
+        body["supported_features"] = [
+            {"name": n, "min_version": lo, "max_version": hi} for n, lo, hi in found
+        ]
+        body["finalized_features_epoch"] = FINALIZED_FEATURES_EPOCH
+        body["finalized_features"] = [
+            {"name": n, "max_version_level": hi, "min_version_level": hi} for n, _lo, hi in found
+        ]
+    return body
 
 
 @handler(18)
