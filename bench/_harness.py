@@ -320,21 +320,25 @@ def rss_mib(pid: int) -> float:
 
 
 def request_frame(api_key: int, version: int, corr: int, body: dict[str, Any]) -> bytes:
-    """A size-prefixed request: header v1 (api key, version, correlation id, client id)."""
+    """A size-prefixed request: header v1 (api key, version, correlation id, client id), or
+    v2 (plus empty tagged fields) for a flexible version."""
     spec = lookup(api_key, version)
-    if spec is None or spec.flexible:
-        raise ValueError(f"no non-flexible struct for api {api_key} v{version}")
+    if spec is None:
+        raise ValueError(f"no definition for api {api_key} v{version}")
     payload = spec.encode_request(body)
     client = b"bench"
     header = _HEADER_V1.pack(api_key, version, corr, len(client)) + client
+    if spec.flexible:
+        header += b"\x00"
     return _SIZE.pack(len(header) + len(payload)) + header + payload
 
 
 def decode_response(api_key: int, version: int, frame: bytes) -> Any:
-    """Decode a response frame body (after the size prefix) with header v0."""
+    """Decode a response frame (after the size prefix) into a dict: header v0, or v1 (with
+    empty tagged fields, as kgroupd sends) for a flexible version."""
     spec = lookup(api_key, version)
     assert spec is not None
-    return spec.response.decode(frame[4:])
+    return spec.decode_response(frame, 5 if spec.response_header_v1 else 4)
 
 
 def call(port: int, api_key: int, version: int, body: dict[str, Any]) -> Any:
