@@ -526,14 +526,12 @@ async def main_async(args: argparse.Namespace) -> None:
             print("|---|---|")
             for name, rate in rates.items():
                 print(f"| {name} | {rate:,.0f} |")
-            cgh = rates["ConsumerGroupHeartbeat v1"]
-            print(
-                f"\nConsumerGroupHeartbeat / classic Heartbeat v4: {cgh / rates['Heartbeat v4']:.2f}"
-            )
-            print(f"Heartbeat v4 / v3: {rates['Heartbeat v4'] / rates['Heartbeat v3']:.2f}")
-            print(
-                f"OffsetCommit v10 / v7: {rates['OffsetCommit v10'] / rates['OffsetCommit v7']:.2f}"
-            )
+            for a, b in (
+                ("ConsumerGroupHeartbeat v1", "Heartbeat v4"),
+                ("Heartbeat v4", "Heartbeat v3"),
+                ("OffsetCommit v10", "OffsetCommit v7"),
+            ):
+                print(f"{a} / {b}: {rates[a] / rates[b]:.2f}")
     finally:
         broker.stop()
 
