@@ -59,6 +59,8 @@ def build(kp_cls: Any, version: int, nulls: bool, api_key: int, kind: str) -> An
 
 def kp_value(f: Any, value: Any, version: int) -> Any:
     """kafka-python's value of field ``f`` as our codec represents it."""
+    if f.type_str == "bitfield":  # kafka-python's set of operations; ours the int32
+        return kp_scalar("bitfield", value)
     if value is None:
         return None
     if f.is_struct_array():
@@ -87,12 +89,22 @@ def kp_struct(fields: dict[str, Any], obj: Any, version: int) -> dict[str, Any]:
     out = {}
     for f in fields.values():
         if f.for_version_q(version):
-            out[f.name] = kp_value(f, getattr(obj, f.name), version)
+            value = getattr(obj, f.name)
+            if f.tagged_field_q(version) and (value is None or value == f.default):
+                continue  # a tagged field at its default is not on the wire
+            out[f.name] = kp_value(f, value, version)
     return out
 
 
+# kafka-python renames a few fields of Kafka's JSON: (its name, Kafka's names).
+KP_RENAMES = {
+    "authorized_operations": ("cluster_authorized_operations", "topic_authorized_operations")
+}
+
+
 def ours_present(msg: Message, value: dict[str, Any], version: int) -> dict[str, Any]:
-    """Our decoded dict restricted to the fields that exist at ``version``."""
+    """Our decoded dict restricted to the fields that exist at ``version``, named as
+    kafka-python names them; tagged fields at their default left out."""
     return _present(msg.fields, value, version)
 
 
@@ -102,13 +114,19 @@ def _present(fields: list[Any], value: dict[str, Any], version: int) -> dict[str
         if version not in f.vr:
             continue
         v = value[f.name]
+        if f.tag is not None and v == f.default_for(version):
+            continue  # a tagged field at its default is not on the wire
         if isinstance(f.type, list) and v is not None:
             v = (
                 _present(f.type, v, version)
                 if f.struct
                 else [_present(f.type, i, version) for i in v]
             )
-        out[f.name] = v
+        name = f.name
+        for kp_name, ours in KP_RENAMES.items():
+            if name in ours:
+                name = kp_name
+        out[name] = v
     return out
 
 
