@@ -566,7 +566,11 @@ def _make_encoder(
     tags = sorted(tagged.items())
     missing = _UNSET
 
+    names = [p[0] for p in plain]
+
     def encode(value: Any, out: bytearray) -> None:
+        if isinstance(value, tuple):  # positional, in this version's wire order
+            value = dict(zip(names, value, strict=True))
         get = value.get
         for name, w, d, may_be_null in writers:
             v = get(name, missing)

@@ -256,6 +256,7 @@ class DescribeGroupsResult:
 @dataclass(frozen=True, slots=True)
 class ListGroups:
     states_filter: tuple[str, ...] = ()  # v4+, case-insensitive; empty = all
+    types_filter: tuple[str, ...] = ()  # v5+, case-insensitive ("classic", "consumer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +264,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True, slots=True)

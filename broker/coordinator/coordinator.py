@@ -122,6 +122,9 @@ class GroupCoordinator:
                 error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
                 continue
             groups.extend(shard.list_groups(cmd.states_filter))
+        if cmd.types_filter:
+            wanted = {t.lower() for t in cmd.types_filter}
+            groups = [g for g in groups if g.group_type in wanted]
         return ListGroupsResult(error, tuple(groups))
 
     def delete_groups(self, cmd: DeleteGroups) -> DeleteGroupsResult:

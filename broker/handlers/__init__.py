@@ -6,6 +6,7 @@ from broker.handlers import (  # noqa: F401
     fetch,
     group_offsets,
     groups,
+    groups_admin,
     metadata,
     offsets_list,
     produce,

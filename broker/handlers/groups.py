@@ -1,12 +1,13 @@
-"""Consumer groups: FindCoordinator v0-v2, JoinGroup v0-v5, SyncGroup v0-v3, Heartbeat v0-v3,
-LeaveGroup v0-v3, DescribeGroups v0-v4, ListGroups v0-v2, DeleteGroups v0-v1.
+"""Classic group membership: FindCoordinator v0-v6, JoinGroup v0-v9, SyncGroup v0-v5,
+Heartbeat v0-v4, LeaveGroup v0-v5.
 
-Each handler turns the wire struct into a version-free coordinator command and back.
-Version rules become flags: JoinGroup v4+ sets ``require_known_member_id`` (KIP-394).
-JoinGroup v1 adds the rebalance timeout (v0 uses the session timeout), v5 and SyncGroup v3,
-Heartbeat v3 and LeaveGroup v3 the group instance id (KIP-345); LeaveGroup v3 takes a batch.
-FindCoordinator v1 adds the key type and error message; transaction coordinators (type 1)
-are answered with a non-retriable error, since kgroupd has no transactions.
+Each handler turns the wire request into a version-free coordinator command and back.
+Version rules become flags: JoinGroup v4+ sets ``require_known_member_id`` (KIP-394), v9+
+``skip_assignment_supported``. JoinGroup v1 adds the rebalance timeout (v0 uses the session
+timeout), v5, SyncGroup v3, Heartbeat v3 and LeaveGroup v3 the group instance id (KIP-345);
+LeaveGroup v3 takes a batch; JoinGroup v8 and LeaveGroup v5 carry reasons (logged).
+FindCoordinator v4+ answers a batch of keys; transaction coordinators (key type 1) are
+answered with a non-retriable error, since kgroupd has no transactions.
 """
 
 from __future__ import annotations
@@ -17,26 +18,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.coordinator import (
     Deferred,
-    DeleteGroups,
-    DescribeGroups,
     Heartbeat,
     JoinGroup,
     JoinGroupResult,
     LeaveGroup,
-    ListGroups,
     SyncGroup,
     SyncGroupResult,
 )
-from broker.handlers.group_offsets import when_durable
 from broker.handlers.registry import Fields, RequestContext, handler
 from protocol.errors import ErrorCode
-from protocol.fast import decode_heartbeat, encode_error_only
+from protocol.fast import decode_heartbeat, encode_heartbeat_response
 
 if TYPE_CHECKING:
     from broker.state import Broker
 
 T = TypeVar("T")
-_NO_OPERATIONS = -2147483648
 
 
 def answer(
@@ -67,10 +63,17 @@ def answer(
     return wait()
 
 
-@handler(10, 0, 2)
+@handler(10)
 def handle_find_coordinator(ctx: RequestContext, req: Fields) -> Fields:
-    key = req.get("coordinator_key", req.get("consumer_group")) or ""
-    key_type = req.get("coordinator_type", 0)
+    key_type = req["key_type"]
+    if ctx.api_version >= 4:
+        return {
+            "coordinators": [_coordinator(ctx, key, key_type) for key in req["coordinator_keys"]]
+        }
+    return _coordinator(ctx, req["key"], key_type)
+
+
+def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
     broker = ctx.broker
     code, message = ErrorCode.NONE, None
     if key_type == 1:
@@ -82,17 +85,17 @@ def handle_find_coordinator(ctx: RequestContext, req: Fields) -> Fields:
         code = ErrorCode.NOT_COORDINATOR
     if code:
         return {
+            "key": key,
             "error_code": int(code),
             "error_message": message,
-            "coordinator_id": -1,
             "node_id": -1,
             "host": "",
             "port": -1,
         }
     return {
+        "key": key,
         "error_code": 0,
         "error_message": None,
-        "coordinator_id": broker.node_id,
         "node_id": broker.node_id,
         "host": broker.advertised_host,
         "port": broker.advertised_port,
@@ -103,17 +106,15 @@ def _join_reply(r: JoinGroupResult) -> Fields:
     return {
         "error_code": int(r.error),
         "generation_id": r.generation_id,
-        "group_protocol": r.protocol_name or "",
         "protocol_name": r.protocol_name,
         "protocol_type": r.protocol_type,
-        "leader_id": r.leader,
+        "leader": r.leader,
         "member_id": r.member_id,
         "skip_assignment": r.skip_assignment,
         "members": [
             {
                 "member_id": m.member_id,
                 "group_instance_id": m.group_instance_id,
-                "member_metadata": m.metadata,
                 "metadata": m.metadata,
             }
             for m in r.members
@@ -121,22 +122,28 @@ def _join_reply(r: JoinGroupResult) -> Fields:
     }
 
 
-@handler(11, 0, 5)
+@handler(11)
 def handle_join_group(ctx: RequestContext, req: Fields) -> Fields | Any:
-    session = req["session_timeout"]
+    session = req["session_timeout_ms"]
+    rebalance = req["rebalance_timeout_ms"]
+    reason = req["reason"]
+    if reason is not None:
+        ctx.log.info(
+            "join_group_reason", group_id=req["group_id"], member_id=req["member_id"], reason=reason
+        )
     cmd = JoinGroup(
-        group_id=req["group"],
-        member_id=req["member_id"] or "",
+        group_id=req["group_id"],
+        member_id=req["member_id"],
         session_timeout_ms=session,
-        rebalance_timeout_ms=req.get("rebalance_timeout") or session,
-        protocol_type=req["protocol_type"] or "",
-        protocols=tuple(
-            (p["protocol_name"], p["protocol_metadata"] or b"") for p in req["group_protocols"]
-        ),
-        group_instance_id=req.get("group_instance_id"),
+        rebalance_timeout_ms=rebalance if ctx.api_version >= 1 else session,
+        protocol_type=req["protocol_type"],
+        protocols=tuple((p["name"], p["metadata"]) for p in req["protocols"]),
+        group_instance_id=req["group_instance_id"],
         client_id=ctx.client_id or "",
         client_host=ctx.client_host,
         require_known_member_id=ctx.api_version >= 4,
+        skip_assignment_supported=ctx.api_version >= 9,
+        reason=reason,
     )
     return answer(ctx.broker.coordinator.join_group(cmd), _join_reply)
 
@@ -146,47 +153,52 @@ def _sync_reply(r: SyncGroupResult) -> Fields:
         "error_code": int(r.error),
         "protocol_type": r.protocol_type,
         "protocol_name": r.protocol_name,
-        "member_assignment": r.assignment,
         "assignment": r.assignment,
     }
 
 
-@handler(14, 0, 3)
+@handler(14)
 def handle_sync_group(ctx: RequestContext, req: Fields) -> Fields | Any:
     cmd = SyncGroup(
-        group_id=req["group"],
+        group_id=req["group_id"],
         generation_id=req["generation_id"],
         member_id=req["member_id"],
-        group_instance_id=req.get("group_instance_id"),
-        protocol_type=req.get("protocol_type"),
-        protocol_name=req.get("protocol_name"),
-        assignments=tuple(
-            (a["member_id"], a["member_metadata"] or b"") for a in req["group_assignment"] or ()
-        ),
+        group_instance_id=req["group_instance_id"],
+        protocol_type=req["protocol_type"],
+        protocol_name=req["protocol_name"],
+        assignments=tuple((a["member_id"], a["assignment"]) for a in req["assignments"]),
     )
     return answer(ctx.broker.coordinator.sync_group(cmd), _sync_reply, ctx.broker)
 
 
-@handler(12, 0, 3, decoder=decode_heartbeat)
+@handler(12, decoder=decode_heartbeat)
 def handle_heartbeat(ctx: RequestContext, req: Fields) -> bytes:
     # The hottest group request: decoded and encoded by hand (protocol.fast).
     result = ctx.broker.coordinator.heartbeat(
-        Heartbeat(
-            req["group"], req["generation_id"], req["member_id"], req.get("group_instance_id")
-        )
+        Heartbeat(req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"])
     )
-    return encode_error_only(int(result.error), ctx.api_version)
+    return encode_heartbeat_response(int(result.error), ctx.api_version)
 
 
-@handler(13, 0, 3)
+@handler(13)
 def handle_leave_group(ctx: RequestContext, req: Fields) -> Fields:
-    if "members" in req:
-        members = tuple((m["member_id"], m["group_instance_id"]) for m in req["members"] or ())
+    batch = ctx.api_version >= 3
+    if batch:
+        members = tuple((m["member_id"], m["group_instance_id"]) for m in req["members"])
+        for m in req["members"]:
+            if m["reason"] is not None:
+                ctx.log.info(
+                    "leave_group_reason",
+                    group_id=req["group_id"],
+                    member_id=m["member_id"],
+                    group_instance_id=m["group_instance_id"],
+                    reason=m["reason"],
+                )
     else:
         members = ((req["member_id"], None),)
-    result = ctx.broker.coordinator.leave_group(LeaveGroup(req["group"], members))
+    result = ctx.broker.coordinator.leave_group(LeaveGroup(req["group_id"], members))
     code = result.error
-    if "members" not in req and code == ErrorCode.NONE and result.members:
+    if not batch and code == ErrorCode.NONE and result.members:
         # v0-v2 name one member and carry its error at the top level.
         code = result.members[0].error
     return {
@@ -200,64 +212,3 @@ def handle_leave_group(ctx: RequestContext, req: Fields) -> Fields:
             for m in result.members
         ],
     }
-
-
-@handler(15, 0, 4)
-def handle_describe_groups(ctx: RequestContext, req: Fields) -> Fields:
-    result = ctx.broker.coordinator.describe_groups(DescribeGroups(tuple(req["groups"] or ())))
-    return {
-        "groups": [
-            {
-                "error_code": int(g.error),
-                "group": g.group_id,
-                "group_id": g.group_id,
-                "state": g.state,
-                "group_state": g.state,
-                "protocol_type": g.protocol_type,
-                "protocol": g.protocol_data,
-                "protocol_data": g.protocol_data,
-                "members": [
-                    {
-                        "member_id": m.member_id,
-                        "group_instance_id": m.group_instance_id,
-                        "client_id": m.client_id,
-                        "client_host": m.client_host,
-                        "member_metadata": m.metadata,
-                        "member_assignment": m.assignment,
-                    }
-                    for m in g.members
-                ],
-                "authorized_operations": _NO_OPERATIONS,
-            }
-            for g in result.groups
-        ]
-    }
-
-
-@handler(16, 0, 2)
-def handle_list_groups(ctx: RequestContext, req: Fields) -> Fields:
-    result = ctx.broker.coordinator.list_groups(ListGroups(tuple(req.get("states_filter") or ())))
-    return {
-        "error_code": int(result.error),
-        "groups": [
-            {
-                "group": g.group_id,
-                "group_id": g.group_id,
-                "protocol_type": g.protocol_type,
-                "group_state": g.state,
-            }
-            for g in result.groups
-        ],
-    }
-
-
-@handler(42, 0, 1)
-def handle_delete_groups(ctx: RequestContext, req: Fields) -> Fields | Any:
-    result = ctx.broker.coordinator.delete_groups(
-        DeleteGroups(tuple(req.get("groups_names") or ()))
-    )
-    reply = {
-        "results": [{"group_id": gid, "error_code": int(code)} for gid, code in result.results]
-    }
-    # The tombstones are durable before the answer (--fsync always).
-    return when_durable(ctx.broker.state_synced(), reply)

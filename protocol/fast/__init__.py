@@ -12,7 +12,7 @@ from protocol.fast.commit import (
 )
 from protocol.fast.common import Chunks, encode_error_only, read_int32, read_string
 from protocol.fast.fetch import FetchPartition, encode_fetch_response
-from protocol.fast.heartbeat import decode_heartbeat
+from protocol.fast.heartbeat import decode_heartbeat, encode_heartbeat_response
 
 __all__ = [
     "Chunks",
@@ -22,6 +22,7 @@ __all__ = [
     "decode_offset_commit",
     "encode_error_only",
     "encode_fetch_response",
+    "encode_heartbeat_response",
     "encode_offset_commit_response",
     "read_int32",
     "read_string",

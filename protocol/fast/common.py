@@ -24,6 +24,49 @@ def read_string(data: bytes, pos: int) -> tuple[str | None, int]:
     return data[pos:end].decode("utf-8"), end
 
 
+def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise ValueError("varint runs past the end of the request")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise ValueError("unsigned varint longer than 5 bytes")
+
+
+def read_compact_string(data: bytes, pos: int) -> tuple[str | None, int]:
+    """A compact (unsigned varint length + 1) nullable string."""
+    n, pos = read_uvarint(data, pos)
+    if n == 0:
+        return None, pos
+    end = pos + n - 1
+    if end > len(data):
+        raise ValueError("string runs past the end of the request")
+    return data[pos:end].decode("utf-8"), end
+
+
+def skip_tagged_fields(data: bytes, pos: int) -> int:
+    """Past a tagged-field buffer (a hot request's tags are all unknown to us)."""
+    count, pos = read_uvarint(data, pos)
+    prev = -1
+    for _ in range(count):
+        tag, pos = read_uvarint(data, pos)
+        if tag <= prev:
+            raise ValueError(f"tagged field {tag} out of order")
+        prev = tag
+        size, pos = read_uvarint(data, pos)
+        pos += size
+        if pos > len(data):
+            raise ValueError(f"tagged field {tag} runs past the end of the request")
+    return pos
+
+
 def read_int32(data: bytes, pos: int) -> tuple[int, int]:
     if pos + 4 > len(data):
         raise ValueError("int32 runs past the end of the request")
@@ -33,8 +76,13 @@ def read_int32(data: bytes, pos: int) -> tuple[int, int]:
 _ERROR_ONLY = [_I16.pack(code) for code in range(128)]
 
 
-def encode_error_only(error_code: int, version: int, throttle_from: int = 1) -> bytes:
-    """A body of (throttle_time_ms from ``throttle_from``,) error_code: Heartbeat's shape."""
+def encode_error_only(
+    error_code: int, version: int, throttle_from: int = 1, flexible_from: int = 32767
+) -> bytes:
+    """A body of (throttle_time_ms from ``throttle_from``,) error_code (and empty tagged
+    fields from ``flexible_from``): Heartbeat's shape."""
+    if version >= flexible_from:
+        return _I16_I32.pack(0, error_code) + b"\x00"
     if version >= throttle_from:
         return _I16_I32.pack(0, error_code)
     return _ERROR_ONLY[error_code] if 0 <= error_code < 128 else _I16.pack(error_code)

@@ -727,29 +727,29 @@ async def lead_alone(
     generation)`` is called as soon as each SyncGroup is answered."""
     async with await RawConnection.open(bootstrap) as conn:
         fields: dict[str, Any] = {
-            "group": group,
-            "session_timeout": 30000,
-            "rebalance_timeout": 10000,
+            "group_id": group,
+            "session_timeout_ms": 30000,
+            "rebalance_timeout_ms": 10000,
             "member_id": "",
             "group_instance_id": None,
             "protocol_type": "consumer",
-            "group_protocols": [("range", b"subscription")],
+            "protocols": [("range", b"subscription")],
         }
         first = await conn.call(JOIN_GROUP, 5, **fields)
         assert first["error_code"] == 79  # MEMBER_ID_REQUIRED, with the id to use
         fields["member_id"] = member = first["member_id"]
         for _ in range(rounds):
             joined = await conn.call(JOIN_GROUP, 5, **fields)
-            assert joined["error_code"] == 0 and joined["leader_id"] == member
+            assert joined["error_code"] == 0 and joined["leader"] == member
             generation = joined["generation_id"]
             resp = await conn.call(
                 SYNC_GROUP,
                 3,
-                group=group,
+                group_id=group,
                 generation_id=generation,
                 member_id=member,
                 group_instance_id=None,
-                group_assignment=[(member, b"assignment")],
+                assignments=[(member, b"assignment")],
             )
             assert resp["error_code"] == 0
             synced(member, generation)

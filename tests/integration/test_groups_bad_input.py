@@ -104,14 +104,14 @@ async def join(
     instance_id: str | None = None,
 ) -> dict[str, Any]:
     fields: dict[str, Any] = {
-        "group": group,
-        "session_timeout": session_timeout,
+        "group_id": group,
+        "session_timeout_ms": session_timeout,
         "member_id": member_id,
         "protocol_type": protocol_type,
-        "group_protocols": RANGE if protocols is None else protocols,
+        "protocols": RANGE if protocols is None else protocols,
     }
     if version >= 1:
-        fields["rebalance_timeout"] = REBALANCE_MS
+        fields["rebalance_timeout_ms"] = REBALANCE_MS
     if version >= 5:
         fields["group_instance_id"] = instance_id
     return await conn.call(JOIN_GROUP, version, **fields)
@@ -127,11 +127,11 @@ async def sync(
     return await conn.call(
         SYNC_GROUP,
         3,
-        group=group,
+        group_id=group,
         generation_id=generation,
         member_id=member_id,
         group_instance_id=None,
-        group_assignment=assignments or [],
+        assignments=assignments or [],
     )
 
 
@@ -141,7 +141,7 @@ async def heartbeat(
     resp = await conn.call(
         HEARTBEAT,
         3,
-        group=group,
+        group_id=group,
         generation_id=generation,
         member_id=member_id,
         group_instance_id=None,
@@ -225,10 +225,10 @@ async def stable_group(conns: Connections) -> StableGroup:
     ja, jb = await asyncio.gather(join(a, member_id=ids[0]), join(b, member_id=ids[1]))
     assert ja["error_code"] == jb["error_code"] == 0
     assert ja["generation_id"] == jb["generation_id"] >= 1
-    assert ja["leader_id"] == jb["leader_id"] in ids
+    assert ja["leader"] == jb["leader"] in ids
     generation = ja["generation_id"]
     by_id = {ids[0]: Member(a, ids[0]), ids[1]: Member(b, ids[1])}
-    leader = by_id.pop(ja["leader_id"])
+    leader = by_id.pop(ja["leader"])
     (follower,) = by_id.values()
     leader_join = ja if leader.conn is a else jb
     assert sorted(m["member_id"] for m in leader_join["members"]) == sorted(ids)
@@ -237,8 +237,8 @@ async def stable_group(conns: Connections) -> StableGroup:
         sync(leader.conn, generation, leader.member_id, list(plan.items())),
         sync(follower.conn, generation, follower.member_id),
     )
-    assert (sl["error_code"], sl["member_assignment"]) == (0, plan[leader.member_id])
-    assert (sf["error_code"], sf["member_assignment"]) == (0, plan[follower.member_id])
+    assert (sl["error_code"], sl["assignment"]) == (0, plan[leader.member_id])
+    assert (sf["error_code"], sf["assignment"]) == (0, plan[follower.member_id])
     view = await describe_group(observer, GROUP)
     assert view.state == "Stable" and view.protocol == "range"
     assert {m: v.assignment for m, v in view.members.items()} == {
@@ -263,12 +263,14 @@ async def test_wrong_generation_is_illegal_generation(group: StableGroup) -> Non
     for wrong in (g + 1, g - 1):
         resp = await sync(m.conn, wrong, m.member_id)
         assert resp["error_code"] == ErrorCode.ILLEGAL_GENERATION
-        assert not resp["member_assignment"]
+        assert not resp["assignment"]
         assert await commit(m.conn, wrong, m.member_id, {2: (5, "")}) == {
             2: ErrorCode.ILLEGAL_GENERATION
         }
     # Heartbeat v0 (no instance id) follows the same rule.
-    resp = await m.conn.call(HEARTBEAT, 0, group=GROUP, generation_id=g + 1, member_id=m.member_id)
+    resp = await m.conn.call(
+        HEARTBEAT, 0, group_id=GROUP, generation_id=g + 1, member_id=m.member_id
+    )
     assert resp["error_code"] == ErrorCode.ILLEGAL_GENERATION
     assert await fetch_offsets(group.observer) == {p: (-1, "") for p in range(4)}
     await group.assert_undisturbed()
@@ -280,9 +282,9 @@ async def test_unknown_member_is_unknown_member_id(group: StableGroup, conns: Co
     assert (await sync(conn, g, ghost))["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     assert (await join(conn, member_id=ghost))["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     assert await commit(conn, g, ghost, {0: (5, "")}) == {0: ErrorCode.UNKNOWN_MEMBER_ID}
-    resp = await conn.call(LEAVE_GROUP, 0, group=GROUP, member_id=ghost)
+    resp = await conn.call(LEAVE_GROUP, 0, group_id=GROUP, member_id=ghost)
     assert resp["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
-    resp = await conn.call(LEAVE_GROUP, 3, group=GROUP, members=[(ghost, None)])
+    resp = await conn.call(LEAVE_GROUP, 3, group_id=GROUP, members=[(ghost, None)])
     assert resp["error_code"] == 0
     assert resp["members"] == [
         {"member_id": ghost, "group_instance_id": None, "error_code": ErrorCode.UNKNOWN_MEMBER_ID}
@@ -304,12 +306,12 @@ async def test_empty_group_id_is_invalid_group_id(group: StableGroup, conns: Con
     resp = await sync(conn, g, m.member_id, [(m.member_id, b"")], group="")
     assert resp["error_code"] == ErrorCode.INVALID_GROUP_ID
     assert await heartbeat(conn, g, m.member_id, group="") == ErrorCode.INVALID_GROUP_ID
-    resp = await conn.call(LEAVE_GROUP, 0, group="", member_id=m.member_id)
+    resp = await conn.call(LEAVE_GROUP, 0, group_id="", member_id=m.member_id)
     assert resp["error_code"] == ErrorCode.INVALID_GROUP_ID
-    resp = await conn.call(LEAVE_GROUP, 3, group="", members=[(m.member_id, None)])
+    resp = await conn.call(LEAVE_GROUP, 3, group_id="", members=[(m.member_id, None)])
     assert resp["error_code"] == ErrorCode.INVALID_GROUP_ID
     listed = await conn.call(LIST_GROUPS, 2)
-    assert [g["group"] for g in listed["groups"]] == [GROUP]
+    assert [g["group_id"] for g in listed["groups"]] == [GROUP]
     await group.assert_undisturbed()
 
 
@@ -456,7 +458,7 @@ async def test_member_id_required_then_the_returned_id_joins(
     assert jl["error_code"] == jf["error_code"] == jn["error_code"] == 0
     assert jn["member_id"] == new_id
     assert jl["generation_id"] == jf["generation_id"] == jn["generation_id"] == group.generation + 1
-    assert jl["leader_id"] == jn["leader_id"] == leader.member_id
+    assert jl["leader"] == jn["leader"] == leader.member_id
     assert sorted(m["member_id"] for m in jl["members"]) == sorted(
         [leader.member_id, follower.member_id, new_id]
     )
@@ -468,4 +470,4 @@ async def test_join_below_v4_needs_no_member_id_round_trip(conns: Connections) -
     resp = await join(conn, "old-group", version=3)
     assert resp["error_code"] == 0
     assert resp["member_id"].startswith("old-")
-    assert resp["generation_id"] == 1 and resp["leader_id"] == resp["member_id"]
+    assert resp["generation_id"] == 1 and resp["leader"] == resp["member_id"]

@@ -236,11 +236,14 @@ async def test_java_consumer_group_static_member_commits_describe_remove_expire(
         "range",
     ), where
     assert classic["members"] == stable["members"], where
-    # listGroups and the deprecated listConsumerGroups list the group. ListGroups v0-v2 (what
-    # kgroupd serves) carry no state (v4+) and no type (v5+), so the client reports neither.
-    listed = {"type": None, "protocol": "consumer", "state": None, "simple": False}
-    assert s["list_groups"] == s["list_groups_after_remove"] == listed, where
-    assert s["list_consumer_groups"] == {"state": None, "type": None, "simple": False}, where
+    # listGroups and the deprecated listConsumerGroups list the group, with its state (ListGroups
+    # v4+) and type (v5): the client negotiates ListGroups v5.
+    listed = {"type": "Classic", "protocol": "consumer", "state": "Stable", "simple": False}
+    assert s["list_groups"] == listed, where
+    assert s["list_groups_after_remove"] == {**listed, "state": "Empty"}, where
+    assert s["list_consumer_groups"] == {"state": "Stable", "type": "Classic", "simple": False}, (
+        where
+    )
 
     # The dynamic member left (LeaveGroup): the static one owns everything, rereads nothing.
     assert s["takeover_generation"] > s["generation"], where
@@ -279,18 +282,22 @@ async def test_java_consumer_group_static_member_commits_describe_remove_expire(
     assert low <= s["expired_after_ms"] <= high, where
     assert s["offsets_final"] == total, where
 
-    # The versions the Java client used: static membership needs JoinGroup v5, SyncGroup v3,
-    # Heartbeat v3, OffsetCommit v7, and every such request carries the instance id.
+    # The versions the Java client used: the newest kgroupd serves (static membership needs
+    # at least JoinGroup v5, SyncGroup v3, Heartbeat v3, OffsetCommit v7), and every such
+    # request carries the instance id.
+    def latest(api: int) -> int:
+        return HANDLERS[api].max_version
+
     def versions(client: str, api: int) -> set[int]:
         return {r.version for r in group_requests if r.client_id == client and r.api_key == api}
 
     for name, instance in (("static", STATIC), ("expiry", EXPIRY), ("dynamic", None)):
         client = CLIENT[name]
         for api, version in (
-            (JOIN_GROUP, 5),
-            (SYNC_GROUP, 3),
-            (HEARTBEAT, 3),
-            (OFFSET_COMMIT, 7),
+            (JOIN_GROUP, latest(JOIN_GROUP)),
+            (SYNC_GROUP, latest(SYNC_GROUP)),
+            (HEARTBEAT, latest(HEARTBEAT)),
+            (OFFSET_COMMIT, latest(OFFSET_COMMIT)),
         ):
             assert versions(client, api) == {version}, f"{client} api {api}{where}"
         instances = {
@@ -310,14 +317,16 @@ async def test_java_consumer_group_static_member_commits_describe_remove_expire(
     ]
     # Only the dynamic member leaves on close; the Admin client removes the static one by
     # instance id (twice: the second gets UNKNOWN_MEMBER_ID).
+    leave = latest(LEAVE_GROUP)
     assert leaves == [
-        (CLIENT["dynamic"], 3, [(members["dynamic"]["member_id"], None)]),
-        (ADMIN_CLIENT, 3, [("", STATIC)]),
-        (ADMIN_CLIENT, 3, [("", STATIC)]),
+        (CLIENT["dynamic"], leave, [(members["dynamic"]["member_id"], None)]),
+        (ADMIN_CLIENT, leave, [("", STATIC)]),
+        (ADMIN_CLIENT, leave, [("", STATIC)]),
     ], where
-    assert versions(ADMIN_CLIENT, DESCRIBE_GROUPS) == {4}, where
-    assert versions(ADMIN_CLIENT, LIST_GROUPS) == {2}, where
-    assert versions(ADMIN_CLIENT, OFFSET_FETCH) == {5}, where
+    # The Admin client negotiates the newest versions kgroupd serves.
+    assert versions(ADMIN_CLIENT, DESCRIBE_GROUPS) == {latest(DESCRIBE_GROUPS)}, where
+    assert versions(ADMIN_CLIENT, LIST_GROUPS) == {latest(LIST_GROUPS)}, where
+    assert versions(ADMIN_CLIENT, OFFSET_FETCH) == {latest(OFFSET_FETCH)}, where
 
     # The broker's own view.
     shard = server.broker.coordinator.shard_for(GROUP)

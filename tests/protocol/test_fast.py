@@ -9,9 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocol.fast import (
-    decode_heartbeat,
     decode_offset_commit,
-    encode_error_only,
     encode_fetch_response,
     encode_offset_commit_response,
 )
@@ -24,45 +22,6 @@ with warnings.catch_warnings():
 
 names = st.text(max_size=40)
 int32 = st.integers(-(2**31), 2**31 - 1)
-
-
-@given(
-    version=st.integers(0, 3),
-    group=names,
-    generation=int32,
-    member=names,
-    instance=st.none() | names,
-    prefix=st.binary(max_size=8),
-)
-def test_heartbeat_decoder_matches_struct_codec(
-    version: int, group: str, generation: int, member: str, instance: str | None, prefix: bytes
-) -> None:
-    spec = lookup(12, version)
-    assert spec is not None
-    fields = {"group": group, "generation_id": generation, "member_id": member}
-    if version >= 3:
-        fields["group_instance_id"] = instance
-    body = spec.encode_request(fields)
-    frame = prefix + body  # the decoder starts at the body offset, after the header
-    assert decode_heartbeat(frame, len(prefix), version) == spec.decode_request(frame, len(prefix))
-
-
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
-@pytest.mark.parametrize("code", [0, 22, 25, 27, 82, 16, -1])
-def test_error_only_encoder_matches_struct_codec(version: int, code: int) -> None:
-    spec = lookup(12, version)
-    assert spec is not None
-    assert encode_error_only(code, version) == spec.encode_response({"error_code": code})
-
-
-@pytest.mark.parametrize(
-    "body",
-    [b"", b"\x00\x05ab", b"\x00\x01g\x00\x00", b"\x00\x01g\x00\x00\x00\x01\x00\x01m!"],
-    ids=["empty", "short-string", "short-int", "trailing"],
-)
-def test_heartbeat_decoder_rejects_malformed_bodies(body: bytes) -> None:
-    with pytest.raises(ValueError):
-        decode_heartbeat(body, 0, 1)
 
 
 batches = st.lists(st.binary(min_size=0, max_size=30), max_size=3)

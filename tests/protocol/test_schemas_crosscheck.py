@@ -507,7 +507,7 @@ def test_field_names_match_kafka(case: Case) -> None:
 
 
 def test_all_served_table() -> None:
-    assert sorted(SERVED_MESSAGES) == sorted(_served())
+    assert set(_served()) <= set(SERVED_MESSAGES)
     assert set(EXTRA_MESSAGES) <= set(SERVED_MESSAGES)
     assert set(AIOKAFKA_MESSAGES) | set(EXTRA_MESSAGES) == set(SERVED_MESSAGES)
     for api_key, version in _served():

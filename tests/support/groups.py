@@ -127,7 +127,7 @@ async def describe_group(conn: RawConnection, group: str) -> GroupView:
     """DescribeGroups v4 of one group, decoded (consumer-protocol assignments parsed)."""
     resp = await conn.call(DESCRIBE_GROUPS, 4, groups=[group], include_authorized_operations=False)
     (g,) = resp["groups"]
-    assert g["group"] == group
+    assert g["group_id"] == group
     consumer = g["protocol_type"] == "consumer"
     members = {
         m["member_id"]: MemberView(
@@ -138,7 +138,9 @@ async def describe_group(conn: RawConnection, group: str) -> GroupView:
         )
         for m in g["members"]
     }
-    return GroupView(g["error_code"], g["state"], g["protocol_type"], g["protocol"], members)
+    return GroupView(
+        g["error_code"], g["group_state"], g["protocol_type"], g["protocol_data"], members
+    )
 
 
 async def wait_until(

@@ -1,0 +1,21 @@
+"""Authorized-operations bitfields (KIP-430) as Kafka answers them with no authorizer: every
+operation Kafka defines on the resource type. Bit n is Kafka's AclOperation code n."""
+
+from __future__ import annotations
+
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
+CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
+
+
+def bits(*operations: int) -> int:
+    return sum(1 << op for op in operations)
+
+
+NOT_REQUESTED = -(2**31)  # Kafka's "authorized operations were not requested"
+GROUP_OPERATIONS = bits(READ, DESCRIBE, DELETE)
+TOPIC_OPERATIONS = bits(
+    READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS
+)
+CLUSTER_OPERATIONS = bits(
+    CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE
+)
