@@ -1,41 +1,79 @@
-"""Committed offsets: OffsetCommit v0-v7, OffsetFetch v0-v5, OffsetDelete v0.
+"""Committed offsets: OffsetCommit v0-v10, OffsetFetch v0-v10, OffsetDelete v0.
 
 OffsetCommit v1 adds the generation and member id, v2-v4 a retention time, v6 the leader
-epoch, v7 the group instance id. OffsetFetch v2 adds a top-level error and null topics
-(all), v5 the leader epoch; v0-v1 carry a group error in every partition instead.
+epoch, v7 the group instance id, v8 is flexible, v9 answers GROUP_ID_NOT_FOUND for an unknown
+group with a generation, v10 names topics by id (an unknown id: UNKNOWN_TOPIC_ID). OffsetFetch
+v2 adds a top-level error and null topics (all), v5 the leader epoch, v6 is flexible, v8 asks
+for several groups at once, v9 carries the member id and epoch, v10 names topics by id; v0-v1
+carry a group error in every partition instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from broker.coordinator import (
     OffsetCommit,
     OffsetCommitTopic,
     OffsetDelete,
     OffsetFetch,
+    OffsetFetchResult,
     OffsetFetchTopic,
 )
 from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from protocol.errors import ErrorCode
 from protocol.fast import decode_offset_commit, encode_offset_commit_response
 
+TOPIC_IDS_FROM = 10
 
-@handler(8, 0, 7, decoder=decode_offset_commit)
+
+@handler(8, decoder=decode_offset_commit)
 def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
+    topics = req["topics"]
+    unknown: list[tuple[Any, Any]] = []
+    if ctx.api_version >= TOPIC_IDS_FROM:
+        topics, unknown, names = _by_id(ctx, topics)
     cmd = OffsetCommit(
-        group_id=req["consumer_group"],
+        group_id=req["group_id"],
         # The decoder's (partition, offset, leader_epoch, metadata) tuples, as they are.
-        topics=tuple(OffsetCommitTopic(name, parts) for name, parts in req["topics"]),
-        generation_id=req.get("consumer_group_generation_id", -1),
-        member_id=req.get("consumer_id") or "",
-        group_instance_id=req.get("group_instance_id"),
-        retention_time_ms=req.get("retention_time", -1),
+        topics=tuple(OffsetCommitTopic(name, parts) for name, parts in topics),
+        generation_id=req["generation_id_or_member_epoch"],
+        member_id=req["member_id"],
+        group_instance_id=req["group_instance_id"],
+        retention_time_ms=req["retention_time_ms"],
+        group_id_not_found=ctx.api_version >= 9,
     )
-    result = ctx.broker.coordinator.commit_offsets(cmd)
-    body = encode_offset_commit_response(ctx.api_version, result.topics)
+    result = ctx.broker.coordinator.commit_offsets(cmd) if topics else None
+    answered: list[tuple[Any, Any]] = list(result.topics) if result is not None else []
+    if ctx.api_version >= TOPIC_IDS_FROM:
+        answered = [(names[name], parts) for name, parts in answered]
+        answered += [
+            (topic_id, [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts])
+            for topic_id, parts in unknown
+        ]
+    body = encode_offset_commit_response(ctx.api_version, answered)
     # Under --fsync always the commit is answered only once its records are on disk.
-    return when_durable(ctx.broker.state_synced(), body)
+    return when_durable(ctx.broker.state_synced(), body) if result is not None else body
+
+
+def _by_id(
+    ctx: RequestContext, topics: Sequence[tuple[Any, Any]]
+) -> tuple[list[tuple[str, Any]], list[tuple[Any, Any]], dict[str, uuid.UUID]]:
+    """Topics named by id: (known ones by name, unknown ones by id, name -> id)."""
+    known: list[tuple[str, Any]] = []
+    unknown: list[tuple[Any, Any]] = []
+    names: dict[str, uuid.UUID] = {}
+    for topic_id, parts in topics:
+        topic = ctx.broker.topics.by_id(topic_id)
+        if topic is None:
+            unknown.append((topic_id, parts))
+        else:
+            known.append((topic.name, parts))
+            names[topic.name] = topic_id
+    return known, unknown, names
 
 
 def when_durable(synced: asyncio.Future[None] | None, reply: Fields | bytes) -> Reply:
@@ -45,59 +83,107 @@ def when_durable(synced: asyncio.Future[None] | None, reply: Fields | bytes) -> 
     return Held(synced, reply)
 
 
-@handler(9, 0, 5)
+@handler(9)
 def handle_offset_fetch(ctx: RequestContext, req: Fields) -> Fields:
+    if ctx.api_version >= 8:
+        return {"groups": [_fetch_group(ctx, g) for g in req["groups"]]}
     topics = req["topics"]
-    cmd = OffsetFetch(
-        group_id=req["consumer_group"],
-        topics=None
-        if topics is None
-        else tuple(OffsetFetchTopic(t["topic"], tuple(t["partitions"])) for t in topics),
-    )
-    result = ctx.broker.coordinator.fetch_offsets(cmd)
+    result = _fetch(ctx, req["group_id"], topics)
     # v0-v1 have no top-level error: a group error goes into every partition.
-    group_error = result.error if ctx.api_version < 2 else ErrorCode.NONE
     if result.error and ctx.api_version < 2 and topics is not None:
+        code = int(result.error)
         out_topics = [
             {
-                "topic": t["topic"],
+                "name": t["name"],
                 "partitions": [
-                    {
-                        "partition": p,
-                        "offset": -1,
-                        "leader_epoch": -1,
-                        "metadata": "",
-                        "error_code": int(group_error),
-                    }
-                    for p in t["partitions"]
+                    {"partition_index": p, "committed_offset": -1, "error_code": code}
+                    for p in t["partition_indexes"]
                 ],
             }
             for t in topics
         ]
     else:
-        out_topics = [
-            {
-                "topic": name,
-                "partitions": [
-                    {
-                        "partition": p.partition,
-                        "offset": p.offset,
-                        "leader_epoch": p.leader_epoch,
-                        "metadata": p.metadata,
-                        "error_code": int(p.error),
-                    }
-                    for p in parts
-                ],
-            }
-            for name, parts in result.topics
-        ]
+        out_topics = [{"name": name, "partitions": parts} for name, parts in _parts(result)]
     return {"topics": out_topics, "error_code": int(result.error)}
 
 
-@handler(47, 0, 0)
+def _fetch_group(ctx: RequestContext, group: Fields) -> Fields:
+    """One group of an OffsetFetch v8+ (v10: topics by id)."""
+    topics = group["topics"]
+    by_id = ctx.api_version >= TOPIC_IDS_FROM
+    unknown: list[Fields] = []
+    names: dict[str, uuid.UUID] = {}
+    if by_id and topics is not None:
+        known = []
+        for t in topics:
+            topic = ctx.broker.topics.by_id(t["topic_id"])
+            if topic is None:
+                code = int(ErrorCode.UNKNOWN_TOPIC_ID)
+                unknown.append(
+                    {
+                        "topic_id": t["topic_id"],
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": -1, "error_code": code}
+                            for p in t["partition_indexes"]
+                        ],
+                    }
+                )
+            else:
+                names[topic.name] = t["topic_id"]
+                known.append({"name": topic.name, "partition_indexes": t["partition_indexes"]})
+        topics = known
+    result = _fetch(ctx, group["group_id"], topics)
+    out: list[Fields] = []
+    for name, parts in _parts(result):
+        entry: Fields = {"name": name, "partitions": parts}
+        if by_id:
+            topic_id = names.get(name)
+            if topic_id is None:  # all topics (null): named by the topic's current id
+                found = ctx.broker.topics.get(name)
+                if found is None:
+                    continue
+                topic_id = found.topic_id
+            entry["topic_id"] = topic_id
+        out.append(entry)
+    return {"group_id": group["group_id"], "topics": out + unknown, "error_code": int(result.error)}
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics: list[Fields] | None) -> OffsetFetchResult:
+    cmd = OffsetFetch(
+        group_id=group_id,
+        topics=None
+        if topics is None
+        else tuple(OffsetFetchTopic(t["name"], tuple(t["partition_indexes"])) for t in topics),
+    )
+    return ctx.broker.coordinator.fetch_offsets(cmd)
+
+
+def _parts(result: OffsetFetchResult) -> list[tuple[str, list[Fields]]]:
+    return [
+        (
+            name,
+            [
+                {
+                    "partition_index": p.partition,
+                    "committed_offset": p.offset,
+                    "committed_leader_epoch": p.leader_epoch,
+                    "metadata": p.metadata,
+                    "error_code": int(p.error),
+                }
+                for p in parts
+            ],
+        )
+        for name, parts in result.topics
+    ]
+
+
+@handler(47)
 def handle_offset_delete(ctx: RequestContext, req: Fields) -> Reply:
     cmd = OffsetDelete(
-        req["group_id"], tuple((t["topic"], tuple(t["partitions"])) for t in req["topics"])
+        req["group_id"],
+        tuple(
+            (t["name"], tuple(p["partition_index"] for p in t["partitions"])) for t in req["topics"]
+        ),
     )
     result = ctx.broker.coordinator.delete_offsets(cmd)
     return when_durable(
@@ -106,8 +192,10 @@ def handle_offset_delete(ctx: RequestContext, req: Fields) -> Reply:
             "error_code": int(result.error),
             "topics": [
                 {
-                    "topic": name,
-                    "partitions": [{"partition": p, "error_code": int(code)} for p, code in parts],
+                    "name": name,
+                    "partitions": [
+                        {"partition_index": p, "error_code": int(code)} for p, code in parts
+                    ],
                 }
                 for name, parts in result.topics
             ],

@@ -1,18 +1,36 @@
-"""OffsetCommit: the hand-written request decoder and response encoder."""
+"""OffsetCommit: the hand-written request decoder and response encoder, v0-v10.
+
+v1 adds the generation and member id, v2-v4 a retention time, v1 alone a commit timestamp,
+v6 the leader epoch, v7 the group instance id, v8 is flexible (compact strings and arrays,
+tagged fields), v10 names topics by id.
+"""
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Iterable
 
-from protocol.fast.common import _I16, _I32, _I64, read_int32, read_string
+from protocol.fast.common import (
+    _I16,
+    _I32,
+    _I64,
+    read_compact_string,
+    read_int32,
+    read_string,
+    read_uvarint,
+    skip_tagged_fields,
+)
 
-# --- OffsetCommit v0-v7 -------------------------------------------------------------------
-_COMMIT_PART = {  # per partition, up to the metadata string's length
+FLEXIBLE_FROM = 8
+TOPIC_IDS_FROM = 10
+
+_COMMIT_PART = {  # per partition, up to the metadata string's length (non-flexible)
     0: struct.Struct(">iqh"),  # partition, offset, metadata length
     1: struct.Struct(">iqqh"),  # partition, offset, commit timestamp (ignored), ...
     6: struct.Struct(">iqih"),  # partition, offset, committed leader epoch, ...
 }
+_FLEX_PART = struct.Struct(">iqi")  # partition, offset, committed leader epoch
 
 # (partition, offset, leader epoch, metadata)
 CommitPartition = tuple[int, int, int, str | None]
@@ -25,23 +43,37 @@ def _commit_part_struct(version: int) -> struct.Struct:
 
 
 def decode_offset_commit(frame: bytes, pos: int, version: int) -> dict[str, object]:
-    """OffsetCommit v0-v7, straight into the handler's shape.
+    """OffsetCommit v0-v10, straight into the handler's shape.
 
-    Keys as the struct codec names them (``consumer_group``, ``consumer_group_generation_id``,
-    ``consumer_id``, ``retention_time``, ``group_instance_id``); ``topics`` is a list of
-    ``(topic, [(partition, offset, leader_epoch, metadata), ...])`` with leader epoch -1 before
-    v6. A null array reads as empty.
+    Keys as the general codec names them (``group_id``, ``generation_id_or_member_epoch``,
+    ``member_id``, ``retention_time_ms``, ``group_instance_id``); ``topics`` is a list of
+    ``(name, [(partition, offset, leader_epoch, metadata), ...])`` with leader epoch -1 before
+    v6, and the topic id (a UUID) instead of the name from v10. Nulls where Kafka allows none
+    raise ``ValueError``.
     """
+    if version >= FLEXIBLE_FROM:
+        return _decode_flexible(frame, pos, version)
     n = len(frame)
     group, pos = read_string(frame, pos)
-    fields: dict[str, object] = {"consumer_group": group}
+    if group is None:
+        raise ValueError("null group id")
+    fields: dict[str, object] = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "retention_time_ms": -1,
+        "group_instance_id": None,
+    }
     if version >= 1:
-        fields["consumer_group_generation_id"], pos = read_int32(frame, pos)
-        fields["consumer_id"], pos = read_string(frame, pos)
+        fields["generation_id_or_member_epoch"], pos = read_int32(frame, pos)
+        member, pos = read_string(frame, pos)
+        if member is None:
+            raise ValueError("null member id")
+        fields["member_id"] = member
     if 2 <= version <= 4:
         if pos + 8 > n:
-            raise ValueError("retention_time runs past the end of the request")
-        fields["retention_time"] = _I64.unpack_from(frame, pos)[0]
+            raise ValueError("retention_time_ms runs past the end of the request")
+        fields["retention_time_ms"] = _I64.unpack_from(frame, pos)[0]
         pos += 8
     if version >= 7:
         fields["group_instance_id"], pos = read_string(frame, pos)
@@ -50,14 +82,18 @@ def decode_offset_commit(frame: bytes, pos: int, version: int) -> dict[str, obje
     head = part.size
     v6 = version >= 6
     ntopics, pos = read_int32(frame, pos)
-    topics: list[tuple[str, list[CommitPartition]]] = []
-    for _ in range(max(ntopics, 0)):
+    if ntopics < 0:
+        raise ValueError("null topics array")
+    topics: list[tuple[str | uuid.UUID, list[CommitPartition]]] = []
+    for _ in range(ntopics):
         name, pos = read_string(frame, pos)
         if name is None:
             raise ValueError("null topic name")
         nparts, pos = read_int32(frame, pos)
+        if nparts < 0:
+            raise ValueError("null partitions array")
         parts: list[CommitPartition] = []
-        for _ in range(max(nparts, 0)):
+        for _ in range(nparts):
             if pos + head > n:
                 raise ValueError("partition runs past the end of the request")
             values = unpack(frame, pos)
@@ -81,23 +117,99 @@ def decode_offset_commit(frame: bytes, pos: int, version: int) -> dict[str, obje
     return fields
 
 
+def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
+    n = len(frame)
+    group, pos = read_compact_string(frame, pos)
+    generation, pos = read_int32(frame, pos)
+    member, pos = read_compact_string(frame, pos)
+    instance, pos = read_compact_string(frame, pos)
+    if group is None or member is None:
+        raise ValueError("null group id or member id")
+    by_id = version >= TOPIC_IDS_FROM
+    ntopics, pos = read_uvarint(frame, pos)
+    if ntopics == 0:
+        raise ValueError("null topics array")
+    topics: list[tuple[str | uuid.UUID, list[CommitPartition]]] = []
+    unpack = _FLEX_PART.unpack_from
+    for _ in range(ntopics - 1):
+        key: str | uuid.UUID | None
+        if by_id:
+            if pos + 16 > n:
+                raise ValueError("topic id runs past the end of the request")
+            key = uuid.UUID(bytes=frame[pos : pos + 16])
+            pos += 16
+        else:
+            key, pos = read_compact_string(frame, pos)
+            if key is None:
+                raise ValueError("null topic name")
+        nparts, pos = read_uvarint(frame, pos)
+        if nparts == 0:
+            raise ValueError("null partitions array")
+        parts: list[CommitPartition] = []
+        for _ in range(nparts - 1):
+            if pos + 16 > n:
+                raise ValueError("partition runs past the end of the request")
+            partition, offset, epoch = unpack(frame, pos)
+            metadata, pos = read_compact_string(frame, pos + 16)
+            pos = skip_tagged_fields(frame, pos)
+            parts.append((partition, offset, epoch, metadata))
+        pos = skip_tagged_fields(frame, pos)
+        topics.append((key, parts))
+    pos = skip_tagged_fields(frame, pos)
+    if pos != n:
+        raise ValueError(f"{n - pos} unread bytes after the request body")
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
+        "member_id": member,
+        "retention_time_ms": -1,
+        "group_instance_id": instance,
+        "topics": topics,
+    }
+
+
 _PART_ERROR = struct.Struct(">ih")
 
 
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def encode_offset_commit_response(
-    version: int, topics: Iterable[tuple[str, Iterable[tuple[int, int]]]]
+    version: int, topics: Iterable[tuple[str | uuid.UUID, Iterable[tuple[int, int]]]]
 ) -> bytes:
-    """OffsetCommit response v0-v7: (throttle_time_ms from v3,) [topic [partition, error]]."""
+    """OffsetCommit response v0-v10: (throttle_time_ms from v3,) [topic [partition, error]];
+    flexible from v8, topics by id (UUID keys) from v10."""
+    flexible = version >= FLEXIBLE_FROM
     out = [_I32.pack(0)] if version >= 3 else []
     count = 0
     count_at = len(out)
     out.append(b"")
     pack = _PART_ERROR.pack
-    for name, parts in topics:
+    for key, parts in topics:
         count += 1
-        raw = name.encode()
-        packed = [pack(p, code) for p, code in parts]
-        out.append(_I16.pack(len(raw)) + raw + _I32.pack(len(packed)))
-        out.extend(packed)
-    out[count_at] = _I32.pack(count)
+        if flexible:
+            packed = [pack(p, code) + b"\x00" for p, code in parts]
+            if isinstance(key, uuid.UUID):
+                head = key.bytes
+            else:
+                raw = key.encode()
+                head = _uvarint(len(raw) + 1) + raw
+            out.append(head + _uvarint(len(packed) + 1))
+            out.extend(packed)
+            out.append(b"\x00")
+        else:
+            assert isinstance(key, str)
+            raw = key.encode()
+            packed = [pack(p, code) for p, code in parts]
+            out.append(_I16.pack(len(raw)) + raw + _I32.pack(len(packed)))
+            out.extend(packed)
+    out[count_at] = _uvarint(count + 1) if flexible else _I32.pack(count)
+    if flexible:
+        out.append(b"\x00")
     return b"".join(out)

@@ -17,9 +17,9 @@ async def commit(broker: BrokerProcess, offsets: dict[int, int], group: str = GR
         resp = await conn.call(
             OFFSET_COMMIT,
             7,
-            consumer_group=group,
-            consumer_group_generation_id=-1,
-            consumer_id="",
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
             group_instance_id=None,
             topics=[(TOPIC, [(p, o, -1, f"m{o}") for p, o in offsets.items()])],
         )

@@ -193,7 +193,7 @@ async def test_deleted_groups_and_offsets_stay_deleted_across_restarts(tmp_path:
         async with await RawConnection.open(broker.bootstrap) as conn:
             resp = await conn.call(DELETE_GROUPS, 1, groups_names=["gone"])
             assert [r["error_code"] for r in resp["results"]] == [0]
-            resp = await conn.call(OFFSET_DELETE, 0, group_id="trimmed", topics=[(TOPIC, [1])])
+            resp = await conn.call(OFFSET_DELETE, 0, group_id="trimmed", topics=[(TOPIC, [(1,)])])
             assert resp["error_code"] == 0
             # A barrier: a commit is answered once everything emitted before it is written
             # (DeleteGroups and OffsetDelete are answered before their tombstones are written:
@@ -202,9 +202,9 @@ async def test_deleted_groups_and_offsets_stay_deleted_across_restarts(tmp_path:
             resp = await conn.call(
                 OFFSET_COMMIT,
                 7,
-                consumer_group="kept",
-                consumer_group_generation_id=-1,
-                consumer_id="",
+                group_id="kept",
+                generation_id_or_member_epoch=-1,
+                member_id="",
                 group_instance_id=None,
                 topics=[(TOPIC, [(0, 7, -1, "kept")])],
             )
@@ -253,9 +253,9 @@ async def test_shards_share_one_log_and_rotations_keep_every_shard_right(tmp_pat
         resp = await conn.call(
             OFFSET_COMMIT,
             7,
-            consumer_group=group,
-            consumer_group_generation_id=-1,
-            consumer_id="",
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
             group_instance_id=None,
             topics=[(TOPIC, [(0, offset, -1, f"{group}@{offset}")])],
         )
@@ -818,7 +818,7 @@ async def test_under_fsync_always_nothing_is_acknowledged_before_its_fsync(
                     deletes_acked[(group,)] = time.monotonic()
                 elif group == groups[2]:
                     resp = await conn.call(
-                        OFFSET_DELETE, 0, group_id=group, topics=[("synced", [0])]
+                        OFFSET_DELETE, 0, group_id=group, topics=[("synced", [(0,)])]
                     )
                     assert resp["error_code"] == 0, resp
                     deletes_acked[(group, "synced", 0)] = time.monotonic()

@@ -160,27 +160,27 @@ async def commit(
     resp = await conn.call(
         OFFSET_COMMIT,
         7,
-        consumer_group=group,
-        consumer_group_generation_id=generation,
-        consumer_id=member_id,
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
         group_instance_id=None,
         topics=[(TOPIC, [(p, o, -1, meta) for p, (o, meta) in offsets.items()])],
     )
-    ((topic, partitions),) = [(t["topic"], t["partitions"]) for t in resp["topics"]]
+    ((topic, partitions),) = [(t["name"], t["partitions"]) for t in resp["topics"]]
     assert topic == TOPIC
-    return {p["partition"]: p["error_code"] for p in partitions}
+    return {p["partition_index"]: p["error_code"] for p in partitions}
 
 
 async def fetch_offsets(conn: RawConnection, group: str = GROUP) -> dict[int, tuple[int, str]]:
     """OffsetFetch v5 of the test topic's partitions: ``{partition: (offset, metadata)}``."""
-    resp = await conn.call(OFFSET_FETCH, 5, consumer_group=group, topics=[(TOPIC, [0, 1, 2, 3])])
+    resp = await conn.call(OFFSET_FETCH, 5, group_id=group, topics=[(TOPIC, [0, 1, 2, 3])])
     assert resp["error_code"] == 0
-    ((topic,),) = [[t["topic"] for t in resp["topics"]]]
+    ((topic,),) = [[t["name"] for t in resp["topics"]]]
     assert topic == TOPIC
     out = {}
     for p in resp["topics"][0]["partitions"]:
         assert p["error_code"] == 0
-        out[p["partition"]] = (p["offset"], p["metadata"])
+        out[p["partition_index"]] = (p["committed_offset"], p["metadata"])
     return out
 
 

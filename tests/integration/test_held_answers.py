@@ -25,15 +25,19 @@ PARTITIONS = 8
 
 def commit_body(group: str, topic: str, offset: int) -> dict[str, object]:
     return {
-        "consumer_group": group,
-        "consumer_group_generation_id": -1,
-        "consumer_id": "",
-        "retention_time": -1,
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "retention_time_ms": -1,
         "topics": [
             {
-                "topic": topic,
+                "name": topic,
                 "partitions": [
-                    {"partition": p, "offset": offset + p, "metadata": f"m{offset}"}
+                    {
+                        "partition_index": p,
+                        "committed_offset": offset + p,
+                        "committed_metadata": f"m{offset}",
+                    }
                     for p in range(PARTITIONS)
                 ],
             }
@@ -69,12 +73,12 @@ async def test_a_pipeline_of_commits_shares_one_fsync_and_is_answered_in_order(
                 OFFSET_FETCH,
                 1,
                 {
-                    "consumer_group": "g",
-                    "topics": [{"topic": "held", "partitions": list(range(PARTITIONS))}],
+                    "group_id": "g",
+                    "topics": [{"name": "held", "partition_indexes": list(range(PARTITIONS))}],
                 },
             )
             last = (COMMITS - 1) * 100
-            assert [p["offset"] for p in fetched["topics"][0]["partitions"]] == [
+            assert [p["committed_offset"] for p in fetched["topics"][0]["partitions"]] == [
                 last + p for p in range(PARTITIONS)
             ]
 

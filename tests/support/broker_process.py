@@ -231,15 +231,15 @@ async def fetch_committed(
 ) -> dict[int, tuple[int, str]]:
     """OffsetFetch v5: ``{partition: (offset, metadata)}`` of the partitions with a commit."""
     async with await RawConnection.open(f"127.0.0.1:{port}", "durability-check") as conn:
-        resp = await conn.call(OFFSET_FETCH, 5, consumer_group=group, topics=[(topic, partitions)])
+        resp = await conn.call(OFFSET_FETCH, 5, group_id=group, topics=[(topic, partitions)])
     assert resp["error_code"] == 0, resp
     out = {}
     for t in resp["topics"]:
-        assert t["topic"] == topic
+        assert t["name"] == topic
         for p in t["partitions"]:
             assert p["error_code"] == 0, p
-            if p["offset"] >= 0:
-                out[p["partition"]] = (p["offset"], p["metadata"])
+            if p["committed_offset"] >= 0:
+                out[p["partition_index"]] = (p["committed_offset"], p["metadata"])
     return out
 
 
