@@ -365,36 +365,27 @@ def create_topic(port: int, name: str, partitions: int) -> None:
         19,
         1,
         {
-            "create_topic_requests": [
-                {
-                    "topic": name,
-                    "num_partitions": partitions,
-                    "replication_factor": 1,
-                    "replica_assignment": [],
-                    "configs": [],
-                }
-            ],
-            "timeout": 30000,
-            "validate_only": False,
+            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}],
+            "timeout_ms": 30000,
         },
     )
-    for _name, code, *_ in resp.topic_errors:
-        if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
-            raise RuntimeError(f"CreateTopics {name}: error {code}")
+    for t in resp["topics"]:
+        if t["error_code"] not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+            raise RuntimeError(f"CreateTopics {name}: error {t['error_code']}")
 
 
 def delete_topic(port: int, name: str) -> None:
-    call(port, 20, 1, {"topics": [name], "timeout": 30000})
+    call(port, 20, 1, {"topic_names": [name], "timeout_ms": 30000})
 
 
 def wait_topic_ready(port: int, name: str, partitions: int, timeout: float = 10.0) -> None:
     """Until Metadata lists every partition of ``name`` with a leader (Tansu is async)."""
     deadline = time.monotonic() + timeout
     while True:
-        resp = call(port, 3, 1, {"topics": [name]})
-        for _code, tname, _internal, parts in resp.topics:
-            ok = [p for p in parts if p[0] == 0 and p[2] >= 0]
-            if tname == name and len(ok) == partitions:
+        resp = call(port, 3, 1, {"topics": [{"name": name}]})
+        for t in resp["topics"]:
+            ok = [p for p in t["partitions"] if p["error_code"] == 0 and p["leader_id"] >= 0]
+            if t["name"] == name and len(ok) == partitions:
                 return
         if time.monotonic() > deadline:
             raise RuntimeError(f"topic {name} not ready: {resp}")

@@ -1,41 +1,36 @@
-"""Topic administration: CreateTopics v0-v4, DeleteTopics v0-v3, CreatePartitions v0-v1,
-DescribeConfigs v0-v3.
+"""Topic administration: CreateTopics v0-v7, DeleteTopics v0-v6, CreatePartitions v0-v3,
+DescribeConfigs v0-v4.
 
 CreateTopics v1 adds validate_only and error messages, v2 throttle time; v4 lets -1 mean
-the broker's default partitions and replication. DescribeConfigs v1 adds synonyms and the
-config source, v3 the config type and documentation.
+the broker's default partitions and replication; v5 (flexible) answers the created topic's
+partitions, replication and configs; v7 its topic id. DeleteTopics v6 deletes by name or by
+topic id (an unknown id: UNKNOWN_TOPIC_ID). DescribeConfigs v1 adds synonyms and the config
+source, v3 the config type and documentation, v4 is flexible.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
 
 from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.topics import TOPIC_CONFIGS, TopicError
+from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode
 
 
-def _name(item: Fields) -> Any:
-    return item.get("topic", item.get("name"))
-
-
-@handler(19, 0, 4)
+@handler(19)
 def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
     broker = ctx.broker
-    validate_only = bool(req.get("validate_only", False))
-    items = req.get("create_topic_requests") or req.get("topics") or []
-    names = [_name(t) for t in items]
+    validate_only = req["validate_only"]
+    items = req["topics"]
+    names = [t["name"] for t in items]
     results: list[Fields] = []
     for item in items:
-        name = _name(item)
+        name = item["name"]
         partitions = item["num_partitions"]
         replication = item["replication_factor"]
-        assignment = item.get("replica_assignment") or item.get("assignments") or []
-        raw_configs = item.get("configs") or []
-        configs = {
-            c.get("config_key", c.get("name")): c.get("config_value", c.get("value"))
-            for c in raw_configs
-        }
+        assignment = item["assignments"]
+        configs = {c["name"]: c["value"] for c in item["configs"]}
         try:
             if names.count(name) > 1:
                 raise TopicError(
@@ -51,7 +46,7 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                         "were set. Both cannot be used at the same time.",
                     )
                 for a in assignment:
-                    replicas = a.get("replicas", a.get("broker_ids")) or []
+                    replicas = a["broker_ids"]
                     if list(replicas) != [broker.node_id]:
                         raise TopicError(
                             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -63,14 +58,14 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
             checked = broker.topics.check_create(name, partitions, replication, configs)
             if partitions == -1:
                 partitions = broker.config.default_partitions
+            topic_id = ZERO_UUID
             if not validate_only:
-                broker.topics.create(name, partitions, checked)
+                topic_id = broker.topics.create(name, partitions, checked).topic_id
                 ctx.log.info("topic_created", topic=name, partitions=partitions)
-            results.append(_created(name, partitions, checked))
+            results.append(_created(name, topic_id, partitions, checked))
         except TopicError as exc:
             results.append(
                 {
-                    "topic": name,
                     "name": name,
                     "error_code": int(exc.code),
                     "error_message": exc.message,
@@ -79,13 +74,13 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                     "configs": None,
                 }
             )
-    return {"topic_errors": results, "topics": results}
+    return {"topics": results}
 
 
-def _created(name: str, partitions: int, configs: dict[str, str]) -> Fields:
+def _created(name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]) -> Fields:
     return {
-        "topic": name,
         "name": name,
+        "topic_id": topic_id,
         "error_code": 0,
         "error_message": None,
         "num_partitions": partitions,
@@ -103,30 +98,50 @@ def _created(name: str, partitions: int, configs: dict[str, str]) -> Fields:
     }
 
 
-@handler(20, 0, 3)
+@handler(20)
 def handle_delete_topics(ctx: RequestContext, req: Fields) -> Fields:
-    results = []
-    for name in req.get("topics") or req.get("topic_names") or []:
-        if ctx.broker.topics.delete(name) is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        else:
-            code = ErrorCode.NONE
-            ctx.broker.producers.forget_topic(name)
-            ctx.log.info("topic_deleted", topic=name)
-        results.append({"topic": name, "name": name, "error_code": int(code)})
-    return {"topic_error_codes": results, "responses": results}
+    if ctx.api_version >= 6:
+        wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
+    else:
+        wanted = [(name, ZERO_UUID) for name in req["topic_names"]]
+    return {"responses": [_delete(ctx, name, topic_id) for name, topic_id in wanted]}
 
 
-@handler(37, 0, 1)
+def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> Fields:
+    topics = ctx.broker.topics
+    if name is None:  # v6: by id
+        found = topics.by_id(topic_id)
+        if found is None:
+            return {
+                "name": None,
+                "topic_id": topic_id,
+                "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+                "error_message": f"Topic id {topic_id} does not exist",
+            }
+        name = found.name
+    topic = topics.delete(name)
+    if topic is None:
+        return {
+            "name": name,
+            "topic_id": topic_id,
+            "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            "error_message": "This server does not host this topic-partition.",
+        }
+    ctx.broker.producers.forget_topic(name)
+    ctx.log.info("topic_deleted", topic=name)
+    return {"name": name, "topic_id": topic.topic_id, "error_code": 0}
+
+
+@handler(37)
 def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
     topics = ctx.broker.topics
-    validate_only = bool(req.get("validate_only", False))
+    validate_only = req["validate_only"]
     results = []
-    for item in req.get("topic_partitions") or req.get("topics") or []:
-        name = _name(item)
-        spec = item.get("new_partitions") or item
-        count = spec["count"]
-        assignment = spec.get("assignment") or spec.get("assignments")
+    for item in req["topics"]:
+        name = item["name"]
+        count = item["count"]
+        raw = item["assignments"]
+        assignment = None if raw is None else [a["broker_ids"] for a in raw]
         topic = topics.get(name)
         code, message = ErrorCode.NONE, None
         if topic is None:
@@ -154,10 +169,8 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
         elif not validate_only:
             topics.add_partitions(name, count)
             ctx.log.info("partitions_created", topic=name, partitions=count)
-        results.append(
-            {"topic": name, "name": name, "error_code": int(code), "error_message": message}
-        )
-    return {"topic_errors": results, "results": results}
+        results.append({"name": name, "error_code": int(code), "error_message": message})
+    return {"results": results}
 
 
 # DescribeConfigs ----------------------------------------------------------------------------
@@ -194,30 +207,25 @@ def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
 
 def _entry(name: str, value: str, source: int, typ: int) -> Fields:
     return {
-        "config_names": name,
-        "config_name": name,
         "name": name,
-        "config_value": value,
         "value": value,
         "read_only": source != _SOURCE_DYNAMIC_TOPIC and source != _SOURCE_DEFAULT,
         "is_default": source == _SOURCE_DEFAULT,
         "config_source": source,
         "is_sensitive": False,
-        "config_synonyms": [],
         "synonyms": [],
         "config_type": typ,
         "documentation": None,
-        "config_documentation": None,
     }
 
 
-@handler(32, 0, 3)
+@handler(32)
 def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
     out = []
-    for res in req.get("resources") or []:
+    for res in req["resources"]:
         rtype = res["resource_type"]
         rname = res["resource_name"]
-        wanted = res.get("config_names")
+        wanted = res["configuration_keys"]
         entries: list[Fields] = []
         code, message = ErrorCode.NONE, None
         if rtype == _TOPIC:
@@ -252,8 +260,7 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
                 "error_message": message,
                 "resource_type": rtype,
                 "resource_name": rname,
-                "config_entries": entries,
                 "configs": entries,
             }
         )
-    return {"resources": out, "results": out}
+    return {"results": out}

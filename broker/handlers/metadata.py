@@ -1,95 +1,90 @@
-"""Metadata v0-v8.
+"""Metadata v0-v13.
 
 v1: null topics means all (v0: empty means all), controller id, rack, is_internal.
 v2: cluster id. v3: throttle time. v4: allow_auto_topic_creation. v5: offline replicas.
-v7: leader epoch. v8: authorized operations (we send -2147483648: not requested).
+v7: leader epoch. v8: authorized operations when asked (with no authorizer, every operation
+Kafka defines on a topic, or on the cluster up to v10). v9: flexible. v10: topic ids, and
+topics asked for by id (an unknown id: UNKNOWN_TOPIC_ID). v12: a null name in the answer for
+a topic asked for by unknown id. v13: a top-level error code.
 """
 
 from __future__ import annotations
 
+import uuid
+
+from broker.handlers.authorized import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
 from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.topics import Topic, TopicError, validate_topic_name
+from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode
 
-_NO_OPERATIONS = -2147483648
 
-
-def topic_entry(ctx: RequestContext, topic: Topic) -> Fields:
+def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUESTED) -> Fields:
     node = ctx.broker.node_id
     return {
         "error_code": 0,
-        "topic": topic.name,
         "name": topic.name,
+        "topic_id": topic.topic_id,
         "is_internal": False,
         "partitions": [
             {
                 "error_code": 0,
-                "partition": i,
                 "partition_index": i,
-                "leader": node,
                 "leader_id": node,
                 "leader_epoch": 0,
-                "replicas": [node],
                 "replica_nodes": [node],
-                "isr": [node],
                 "isr_nodes": [node],
                 "offline_replicas": [],
             }
             for i in range(len(topic.partitions))
         ],
-        "topic_authorized_operations": _NO_OPERATIONS,
+        "topic_authorized_operations": operations,
     }
 
 
-def error_entry(name: str, code: ErrorCode) -> Fields:
+def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Fields:
     return {
         "error_code": int(code),
-        "topic": name,
         "name": name,
+        "topic_id": topic_id,
         "is_internal": False,
         "partitions": [],
-        "topic_authorized_operations": _NO_OPERATIONS,
     }
 
 
-@handler(3, 0, 8)
+@handler(3)
 def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
     broker = ctx.broker
     topics_mgr = broker.topics
-    requested = req.get("topics")
+    requested = req["topics"]
     if ctx.api_version == 0 and requested == []:
         requested = None
-    allow_auto = req.get("allow_auto_topic_creation", True)
+    ops = TOPIC_OPERATIONS if req["include_topic_authorized_operations"] else NOT_REQUESTED
     entries: list[Fields] = []
     if requested is None:
-        entries = [topic_entry(ctx, t) for t in topics_mgr.topics.values()]
+        entries = [topic_entry(ctx, t, ops) for t in topics_mgr.topics.values()]
     else:
-        seen: set[str] = set()
+        seen: set[str | uuid.UUID] = set()
         for item in requested:
-            name = item if isinstance(item, str) else item.get("name") or item.get("topic")
+            name = item["name"]
+            topic_id = item["topic_id"]
+            if name is None:  # v10+: asked for by id
+                if topic_id in seen:
+                    continue
+                seen.add(topic_id)
+                found = topics_mgr.by_id(topic_id)
+                if found is None:
+                    entries.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                else:
+                    entries.append(topic_entry(ctx, found, ops))
+                continue
             if name in seen:
                 continue
             seen.add(name)
-            topic = topics_mgr.get(name)
-            if topic is None and broker.config.auto_create_topics and allow_auto:
-                try:
-                    validate_topic_name(name)
-                except TopicError as exc:
-                    entries.append(error_entry(name, exc.code))
-                    continue
-                topic = topics_mgr.create(name, broker.config.default_partitions)
-                ctx.log.info(
-                    "topic_auto_created", topic=name, partitions=broker.config.default_partitions
-                )
-            if topic is None:
-                try:
-                    validate_topic_name(name)
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                except TopicError as exc:
-                    code = exc.code
-                entries.append(error_entry(name, code))
-            else:
-                entries.append(topic_entry(ctx, topic))
+            entries.append(_by_name(ctx, name, req["allow_auto_topic_creation"], ops))
+    cluster_ops = (
+        CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else NOT_REQUESTED
+    )
     return {
         "brokers": [
             {
@@ -102,5 +97,25 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": entries,
-        "cluster_authorized_operations": _NO_OPERATIONS,
+        "cluster_authorized_operations": cluster_ops,
     }
+
+
+def _by_name(ctx: RequestContext, name: str, allow_auto: bool, ops: int) -> Fields:
+    broker = ctx.broker
+    topic = broker.topics.get(name)
+    if topic is None and broker.config.auto_create_topics and allow_auto:
+        try:
+            validate_topic_name(name)
+        except TopicError as exc:
+            return error_entry(name, exc.code)
+        topic = broker.topics.create(name, broker.config.default_partitions)
+        ctx.log.info("topic_auto_created", topic=name, partitions=broker.config.default_partitions)
+    if topic is not None:
+        return topic_entry(ctx, topic, ops)
+    try:
+        validate_topic_name(name)
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except TopicError as exc:
+        code = exc.code
+    return error_entry(name, code)

@@ -297,7 +297,9 @@ async def test_java_consumer_group_static_member_commits_describe_remove_expire(
             (JOIN_GROUP, latest(JOIN_GROUP)),
             (SYNC_GROUP, latest(SYNC_GROUP)),
             (HEARTBEAT, latest(HEARTBEAT)),
-            (OFFSET_COMMIT, latest(OFFSET_COMMIT)),
+            # The classic consumer never names topics by id, so it stops at v9 (v10 is the
+            # KIP-848 consumer's, with topic ids).
+            (OFFSET_COMMIT, latest(OFFSET_COMMIT) - 1),
         ):
             assert versions(client, api) == {version}, f"{client} api {api}{where}"
         instances = {
@@ -326,7 +328,8 @@ async def test_java_consumer_group_static_member_commits_describe_remove_expire(
     # The Admin client negotiates the newest versions kgroupd serves.
     assert versions(ADMIN_CLIENT, DESCRIBE_GROUPS) == {latest(DESCRIBE_GROUPS)}, where
     assert versions(ADMIN_CLIENT, LIST_GROUPS) == {latest(LIST_GROUPS)}, where
-    assert versions(ADMIN_CLIENT, OFFSET_FETCH) == {latest(OFFSET_FETCH)}, where
+    # (OffsetFetch v10 names topics by id, which the Admin client does not: it stops at v9.)
+    assert versions(ADMIN_CLIENT, OFFSET_FETCH) == {latest(OFFSET_FETCH) - 1}, where
 
     # The broker's own view.
     shard = server.broker.coordinator.shard_for(GROUP)

@@ -282,20 +282,18 @@ def list_offsets_request(
 def create_topics_request(
     topic: str, partitions: int = 1, configs: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """A CreateTopics (v0-v4) body for one topic."""
+    """A CreateTopics body for one topic."""
     return {
-        "create_topic_requests": [
+        "topics": [
             {
-                "topic": topic,
+                "name": topic,
                 "num_partitions": partitions,
                 "replication_factor": 1,
-                "replica_assignment": [],
-                "configs": [
-                    {"config_key": k, "config_value": v} for k, v in (configs or {}).items()
-                ],
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
             }
         ],
-        "timeout": 10_000,
+        "timeout_ms": 10_000,
         "validate_only": False,
     }
 
@@ -305,7 +303,7 @@ async def create_topic(
 ) -> None:
     """CreateTopics (v2) for one topic; fails unless the broker answers NONE."""
     resp = await wire.request(19, 2, create_topics_request(name, partitions, configs))
-    (result,) = resp["topic_errors"]
+    (result,) = resp["topics"]
     if result["error_code"] != 0:
         raise AssertionError(f"CreateTopics {name!r}: {result}")
 
