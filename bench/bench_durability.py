@@ -247,15 +247,15 @@ def offset_commit_frame(group: str, topic: str, partitions: int, base: int) -> b
         2,
         1,
         {
-            "consumer_group": group,
-            "consumer_group_generation_id": -1,
-            "consumer_id": "",
-            "retention_time": -1,
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "retention_time_ms": -1,
             "topics": [
                 {
-                    "topic": topic,
+                    "name": topic,
                     "partitions": [
-                        {"partition": p, "offset": base + p, "metadata": ""}
+                        {"partition_index": p, "committed_offset": base + p}
                         for p in range(partitions)
                     ],
                 }
@@ -293,7 +293,7 @@ class Committer(bg.Conn):
 
     def on_frame(self, body: bytes) -> None:
         resp = h.decode_response(8, 2, body)
-        codes = [code for _t, parts in resp.topics for _p, code in parts]
+        codes = [p["error_code"] for t in resp["topics"] for p in t["partitions"]]
         if len(codes) != self.partitions or any(codes):
             if not self.done.done():
                 self.done.set_exception(bg.Failure(f"OffsetCommit errors {set(codes)}"))
@@ -352,8 +352,8 @@ def fetch_offsets(port: int, group: str, partitions: list[int]) -> list:
         port,
         9,
         1,
-        {"consumer_group": group, "topics": [{"topic": RESTART_TOPIC, "partitions": partitions}]},
-    ).topics
+        {"group_id": group, "topics": [{"name": RESTART_TOPIC, "partition_indexes": partitions}]},
+    )["topics"]
 
 
 def log_end_offsets(port: int) -> list[int]:
@@ -365,20 +365,22 @@ def log_end_offsets(port: int) -> list[int]:
             "replica_id": -1,
             "topics": [
                 {
-                    "topic": LOG_TOPIC,
+                    "name": LOG_TOPIC,
                     "partitions": [
-                        {"partition": p, "timestamp": -1} for p in range(LOG_PARTITIONS)
+                        {"partition_index": p, "timestamp": -1} for p in range(LOG_PARTITIONS)
                     ],
                 }
             ],
         },
     )
     out = [-1] * LOG_PARTITIONS
-    for _t, parts in resp.topics:
-        for p, code, _ts, offset in parts:
-            if code:
-                raise bg.Failure(f"ListOffsets error {code} for partition {p}")
-            out[p] = offset
+    for t in resp["topics"]:
+        for part in t["partitions"]:
+            if part["error_code"]:
+                raise bg.Failure(
+                    f"ListOffsets error {part['error_code']} for {part['partition_index']}"
+                )
+            out[part["partition_index"]] = part["offset"]
     return out
 
 
@@ -387,9 +389,9 @@ def check_offsets(port: int, args: argparse.Namespace, sample: int = 20) -> None
     step = max(1, args.restart_groups // sample)
     for g in [*range(0, args.restart_groups, step), args.restart_groups - 1]:
         got = {
-            p: (off, code)
-            for _t, ps in fetch_offsets(port, restart_group(g), parts)
-            for p, off, _m, code in ps
+            p["partition_index"]: (p["committed_offset"], p["error_code"])
+            for t in fetch_offsets(port, restart_group(g), parts)
+            for p in t["partitions"]
         }
         for p in parts:
             if got.get(p) != (expected_offset(g, p), 0):

@@ -109,12 +109,12 @@ def join_frame(group: str, member_id: str, metadata: bytes, session_ms: int) -> 
         1,
         1,
         {
-            "group": group,
-            "session_timeout": session_ms,
-            "rebalance_timeout": session_ms,
+            "group_id": group,
+            "session_timeout_ms": session_ms,
+            "rebalance_timeout_ms": session_ms,
             "member_id": member_id,
             "protocol_type": "consumer",
-            "group_protocols": [{"protocol_name": PROTOCOL, "protocol_metadata": metadata}],
+            "protocols": [{"name": PROTOCOL, "metadata": metadata}],
         },
     )
 
@@ -127,10 +127,10 @@ def sync_frame(
         1,
         2,
         {
-            "group": group,
+            "group_id": group,
             "generation_id": generation,
             "member_id": member_id,
-            "group_assignment": [{"member_id": m, "member_metadata": a} for m, a in assignments],
+            "assignments": [{"member_id": m, "assignment": a} for m, a in assignments],
         },
     )
 
@@ -155,7 +155,7 @@ def sync_frame_fast(
 
 def heartbeat_frame(group: str, generation: int, member_id: str) -> bytes:
     return h.request_frame(
-        12, 1, 3, {"group": group, "generation_id": generation, "member_id": member_id}
+        12, 1, 3, {"group_id": group, "generation_id": generation, "member_id": member_id}
     )
 
 
@@ -165,15 +165,15 @@ def commit_frame(group: str, topic: str, partitions: int, offset: int) -> bytes:
         2,
         4,
         {
-            "consumer_group": group,
-            "consumer_group_generation_id": -1,
-            "consumer_id": "",
-            "retention_time": -1,
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "retention_time_ms": -1,
             "topics": [
                 {
-                    "topic": topic,
+                    "name": topic,
                     "partitions": [
-                        {"partition": p, "offset": offset + p, "metadata": ""}
+                        {"partition_index": p, "committed_offset": offset + p}
                         for p in range(partitions)
                     ],
                 }
@@ -649,9 +649,9 @@ def check_heartbeat(body: bytes) -> None:
 
 def check_commit(body: bytes) -> None:
     resp = h.decode_response(8, 2, body)
-    codes = [code for _t, parts in resp.topics for _p, code in parts]
+    codes = [p["error_code"] for t in resp["topics"] for p in t["partitions"]]
     if len(codes) != COMMIT_PARTITIONS or any(codes):
-        raise Failure(f"OffsetCommit answered {resp.topics}")
+        raise Failure(f"OffsetCommit answered {resp['topics']}")
 
 
 COMMIT_PARTITIONS = 8
@@ -1160,8 +1160,8 @@ async def in_process_async(args: argparse.Namespace) -> None:
                 conn.data_received(blob)
                 for a in t.answers():
                     resp = h.decode_response(8, 2, a)
-                    if any(code for _t, ps in resp.topics for _p, code in ps):
-                        raise Failure(f"in-process commit: {resp.topics}")
+                    if any(p["error_code"] for t in resp["topics"] for p in t["partitions"]):
+                        raise Failure(f"in-process commit: {resp['topics']}")
                 t.keep = False
                 n = args.in_process_requests
                 spy = ph.start_py_spy(str(spy_out)) if spy_out else None

@@ -79,10 +79,10 @@ def produce_frames(topic: str, partition: int, batch: bytes, distinct: int) -> l
             corr,
             {
                 "transactional_id": None,
-                "required_acks": 1,
-                "timeout": 30000,
-                "topics": [
-                    {"topic": topic, "partitions": [{"partition": partition, "messages": batch}]}
+                "acks": 1,
+                "timeout_ms": 30000,
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": partition, "records": batch}]}
                 ],
             },
         )
@@ -111,7 +111,7 @@ def fetch_frames(
                 corr,
                 {
                     "replica_id": -1,
-                    "max_wait_time": 500,
+                    "max_wait_ms": 500,
                     "min_bytes": 1,
                     "max_bytes": request_max,
                     "isolation_level": 0,
@@ -126,7 +126,7 @@ def fetch_frames(
                                     "current_leader_epoch": -1,
                                     "fetch_offset": first * records_per_batch,
                                     "log_start_offset": -1,
-                                    "max_bytes": batches * batch_len,
+                                    "partition_max_bytes": batches * batch_len,
                                 }
                             ],
                         }
@@ -268,8 +268,8 @@ def check_produce(kind: str, pipes: list[Pipeline], wl: Workload, rpb: int) -> N
         return
     for p in pipes:
         resp = h.decode_response(0, 7, p.kept["last"])
-        (_topic, parts), *_ = resp.topics
-        _index, code, base, *_ = parts[0]
+        part = resp["responses"][0]["partition_responses"][0]
+        code, base = part["error_code"], part["base_offset"]
         want = (wl.requests - 1) * rpb
         if code != 0 or base != want:
             raise RuntimeError(
@@ -283,9 +283,8 @@ def check_fetch(kind: str, pipes: list[Pipeline], wl: Workload, rpb: int, batch:
     produced = wl.requests * batch
     for p in pipes:
         resp = h.decode_response(1, 11, p.kept["last"])
-        (_topic, parts), *_ = resp.topics
-        _index, code, hw, *_rest = parts[0]
-        records = parts[0][-1]
+        part = resp["responses"][0]["partitions"][0]
+        code, hw, records = part["error_code"], part["high_watermark"], part["records"]
         if code != 0 or hw != wl.requests * rpb:
             raise RuntimeError(f"{kind}: fetch error {code}, high watermark {hw}")
         last_batches = wl.requests - (wl.requests - 1) // wl.fetch_batches * wl.fetch_batches

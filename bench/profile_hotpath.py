@@ -122,17 +122,8 @@ async def case(name: str, requests: int, spy: str | None) -> None:
             1,
             1,
             {
-                "create_topic_requests": [
-                    {
-                        "topic": topic,
-                        "num_partitions": 1,
-                        "replication_factor": 1,
-                        "replica_assignment": [],
-                        "configs": [],
-                    }
-                ],
-                "timeout": 1000,
-                "validate_only": False,
+                "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
+                "timeout_ms": 1000,
             },
         )
         conn.data_received(create)

@@ -1,17 +1,21 @@
-"""Fetch v4-v11.
+"""Fetch v4-v18.
 
 v4 adds isolation level, last stable offset and aborted transactions; v5 log start offset;
 v7 fetch sessions (we answer session id 0: sessionless, which every client accepts); v9 the
-current leader epoch; v11 rack id and preferred read replica. Long polling: a fetch that has
-fewer than min_bytes waits up to max_wait_ms, woken by any produce to its partitions.
-Whole batches are returned; the first batch found is returned even when it is larger than
-the limits, so large batches always make progress.
+current leader epoch; v11 rack id and preferred read replica; v12 is flexible (the tagged
+fields: cluster id, diverging epoch, current leader, snapshot id, all at their defaults);
+v13 names topics by id (an unknown id: UNKNOWN_TOPIC_ID); v15-v18 add fields for replicas
+(replica state, directory id, high watermark) that a consumer leaves at their defaults.
+Long polling: a fetch that has fewer than min_bytes waits up to max_wait_ms, woken by any
+produce to its partitions. Whole batches are returned; the first batch found is returned even
+when it is larger than the limits, so large batches always make progress.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from typing import Any
 
 from broker.handlers.registry import Fields, RequestContext, handler
@@ -20,6 +24,9 @@ from protocol.errors import ErrorCode
 from protocol.fast import Chunks, FetchPartition, encode_fetch_response
 
 LEADER_EPOCH = 0
+
+
+TOPIC_IDS_FROM = 13
 
 
 def check_leader_epoch(current: int | None) -> ErrorCode:
@@ -35,31 +42,42 @@ def check_leader_epoch(current: int | None) -> ErrorCode:
 class FetchPlan:
     def __init__(self, ctx: RequestContext, req: Fields) -> None:
         self.ctx = ctx
-        self.max_bytes = req.get("max_bytes", 0x7FFFFFFF)
-        self.items: list[tuple[str, list[tuple[int, int, int, int | None]]]] = []
+        self.max_bytes = req["max_bytes"]
+        by_id = ctx.api_version >= TOPIC_IDS_FROM
+        # (key on the wire: name, or id from v13; the topic's name or None for an unknown id)
+        self.items: list[tuple[str | uuid.UUID, str | None, list[tuple[int, int, int, int]]]] = []
         for t in req["topics"]:
-            parts = []
-            for p in t["partitions"]:
-                offset = p["fetch_offset"] if "fetch_offset" in p else p["offset"]
-                parts.append(
-                    (p["partition"], offset, p["max_bytes"], p.get("current_leader_epoch"))
+            parts = [
+                (
+                    p["partition"],
+                    p["fetch_offset"],
+                    p["partition_max_bytes"],
+                    p["current_leader_epoch"],
                 )
-            self.items.append((t["topic"], parts))
+                for p in t["partitions"]
+            ]
+            if by_id:
+                found = ctx.broker.topics.by_id(t["topic_id"])
+                self.items.append((t["topic_id"], found.name if found else None, parts))
+            else:
+                self.items.append((t["topic"], t["topic"], parts))
 
-    def run(self) -> tuple[list[tuple[str, list[FetchPartition]]], int, bool]:
+    def run(self) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartition]]], int, bool]:
         """Read once: (topic responses, bytes returned, whether any partition errored)."""
         topics_mgr = self.ctx.broker.topics
         remaining = self.max_bytes
         total = 0
         errored = False
         out = []
-        for name, parts in self.items:
+        for key, name, parts in self.items:
             entries = []
             for index, offset, part_max, epoch in parts:
-                log = topics_mgr.partition(name, index)
+                log = None if name is None else topics_mgr.partition(name, index)
                 code = ErrorCode.NONE
                 records: list[bytes] = []
-                if log is None:
+                if name is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_ID
+                elif log is None:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     code = check_leader_epoch(epoch)
@@ -79,13 +97,15 @@ class FetchPlan:
                 else:
                     hw = log.high_watermark  # last stable offset = high watermark: no txns
                     entries.append((index, int(code), hw, hw, log.log_start_offset, records))
-            out.append((name, entries))
+            out.append((key, entries))
         return out, total, errored
 
     def logs(self) -> list[PartitionLog]:
         found = []
         topics_mgr = self.ctx.broker.topics
-        for name, parts in self.items:
+        for _key, name, parts in self.items:
+            if name is None:
+                continue
             for index, *_ in parts:
                 log = topics_mgr.partition(name, index)
                 if log is not None:
@@ -94,21 +114,23 @@ class FetchPlan:
 
 
 def _response(
-    version: int, topics: list[tuple[str, list[FetchPartition]]], code: ErrorCode = ErrorCode.NONE
+    version: int,
+    topics: list[tuple[str | uuid.UUID, list[FetchPartition]]],
+    code: ErrorCode = ErrorCode.NONE,
 ) -> Chunks:
     # Encoded by hand (protocol.fast): the stored batches go out without being copied.
     return encode_fetch_response(version, int(code), 0, topics)
 
 
-@handler(1, 4, 11)
+@handler(1)
 def handle_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
-    session_id = req.get("session_id", 0)
+    session_id = req["session_id"]
     if session_id:
         # We never hand out sessions, so any non-zero id is one we do not know.
         return _response(ctx.api_version, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     plan = FetchPlan(ctx, req)
     topics, total, errored = plan.run()
-    max_wait = req["max_wait_time"]
+    max_wait = req["max_wait_ms"]
     if errored or total >= req["min_bytes"] or max_wait <= 0:
         return _response(ctx.api_version, topics)
     return _long_poll(plan, req["min_bytes"], max_wait / 1000.0)

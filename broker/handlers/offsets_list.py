@@ -1,9 +1,13 @@
-"""ListOffsets v0-v5.
+"""ListOffsets v0-v11.
 
 v0 answers a list of offsets; v1 a single offset and its timestamp; v2 isolation level;
-v4 the current leader epoch (request) and leader epoch (response). -2 is the earliest
-offset, -1 the latest (the offset after the last record of the last batch); any other
-timestamp finds the first record whose own timestamp is at least it.
+v4 the current leader epoch (request) and leader epoch (response); v6 is flexible; v7 adds
+-3, the offset of the record with the largest timestamp (KIP-734); v8 -4, the earliest
+local offset, and v9 -5, the latest tiered offset (KIP-1005: without tiered storage, the
+log start offset and -1); v10 a timeout; v11 -6, the earliest offset pending upload to tiered
+storage (none here: -1). -2 is the earliest offset, -1 the latest (the offset after the last
+record of the last batch); any other timestamp finds the first record whose own timestamp is
+at least it.
 """
 
 from __future__ import annotations
@@ -17,14 +21,22 @@ from protocol.errors import ErrorCode
 
 EARLIEST = -2
 LATEST = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 
 
 def lookup_offset(log: PartitionLog, timestamp: int) -> tuple[int, int]:
     """(offset, timestamp) for a ListOffsets query; (-1, -1) when nothing matches."""
     if timestamp == LATEST:
         return log.high_watermark, -1
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        return max_timestamp_offset(log)
     found = log.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1
@@ -39,34 +51,49 @@ def lookup_offset(log: PartitionLog, timestamp: int) -> tuple[int, int]:
     return stored.base_offset, stored.max_timestamp
 
 
-@handler(2, 0, 5)
+def max_timestamp_offset(log: PartitionLog) -> tuple[int, int]:
+    """ListOffsets -3: the offset and timestamp of the record with the largest timestamp
+    (the first such record); (-1, -1) for an empty log."""
+    best: tuple[int, int] = (-1, -1)
+    for stored in log.batches:
+        if stored.max_timestamp <= best[1] and best[0] >= 0:
+            continue
+        batch = DefaultRecordBatch(bytearray(stored.data))
+        for record in batch:
+            if record.offset < log.log_start_offset:
+                continue
+            ts = stored.max_timestamp if batch.timestamp_type == 1 else record.timestamp
+            if ts > best[1] or best[0] < 0:
+                best = (record.offset, ts)
+    return best
+
+
+@handler(2)
 def handle_list_offsets(ctx: RequestContext, req: Fields) -> Fields:
     topics_mgr = ctx.broker.topics
     out = []
     for t in req["topics"]:
-        name = t["topic"]
+        name = t["name"]
         parts = []
         for p in t["partitions"]:
-            index = p["partition"]
+            index = p["partition_index"]
             log = topics_mgr.partition(name, index)
             offset, ts = -1, -1
             if log is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                code = check_leader_epoch(p.get("current_leader_epoch"))
+                code = check_leader_epoch(p["current_leader_epoch"])
                 if code == ErrorCode.NONE:
                     offset, ts = lookup_offset(log, p["timestamp"])
             parts.append(
                 {
-                    "partition": index,
                     "partition_index": index,
                     "error_code": int(code),
-                    "offsets": [offset] if offset >= 0 else [],
                     "old_style_offsets": [offset] if offset >= 0 else [],
                     "timestamp": ts,
                     "offset": offset,
                     "leader_epoch": LEADER_EPOCH if offset >= 0 else -1,
                 }
             )
-        out.append({"topic": name, "name": name, "partitions": parts})
+        out.append({"name": name, "partitions": parts})
     return {"topics": out}

@@ -1,11 +1,14 @@
-"""Produce v0-v8 and InitProducerId v0-v1.
+"""Produce v0-v13 and InitProducerId v0-v5.
 
 Produce v0-v2 (message formats v0/v1) are advertised but every partition is refused with
 UNSUPPORTED_VERSION, as Kafka 4 does (KAFKA-18659: older librdkafka compresses only when
 the broker lists Produce v0). Produce v3 is the first magic-2 version; v5 adds
-log_start_offset, v8 record errors and an error message per partition. Batches stay bytes:
-the header and CRC-32C are checked, the base offset (and partition leader epoch)
-rewritten, and LogAppendTime topics get their timestamp fields and CRC rewritten.
+log_start_offset, v8 record errors and an error message per partition, v9 is flexible, v10
+adds the current leader and node endpoints (tagged; left at their defaults: the leader never
+moves), v13 names topics by id (an unknown id: UNKNOWN_TOPIC_ID). InitProducerId v2 is
+flexible; v3+ lets an idempotent producer ask for its epoch to be bumped (KIP-360).
+Batches stay bytes: the header and CRC-32C are checked, the base offset (and partition leader
+epoch) rewritten, and LogAppendTime topics get their timestamp fields and CRC rewritten.
 Idempotent batches are de-duplicated over the last five per (producer, partition).
 acks=0 gets no response at all; under ``--fsync always`` acks=1/-1 are answered once the
 batches are on disk.
@@ -29,6 +32,8 @@ from protocol.records import (
 
 _OFFSET_AND_EPOCH = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
+TOPIC_IDS_FROM = 13
+MAX_EPOCH = 32767
 
 
 def _part(
@@ -40,12 +45,9 @@ def _part(
     message: str | None = None,
 ) -> Fields:
     return {
-        "partition": index,
         "index": index,
         "error_code": int(code),
-        "offset": offset,
         "base_offset": offset,
-        "timestamp": timestamp,
         "log_append_time_ms": timestamp,
         "log_start_offset": log_start,
         "record_errors": [],
@@ -126,18 +128,18 @@ def append_partition(ctx: RequestContext, topic: Topic, index: int, data: bytes 
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
 
 
-@handler(0, 0, 8)
+@handler(0)
 def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
-    acks = req["required_acks"]
+    acks = req["acks"]
     topics_mgr = ctx.broker.topics
+    by_id = ctx.api_version >= TOPIC_IDS_FROM
     out = []
     appended = False
-    for t in req["topics"]:
-        name = t["topic"]
-        topic = topics_mgr.get(name)
+    for t in req["topic_data"]:
+        topic = topics_mgr.by_id(t["topic_id"]) if by_id else topics_mgr.get(t["name"])
         parts = []
-        for p in t["partitions"]:
-            index = p["partition"]
+        for p in t["partition_data"]:
+            index = p["index"]
             if ctx.api_version < 3:
                 parts.append(
                     _part(
@@ -148,7 +150,7 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
                 )
             elif acks not in (0, 1, -1):
                 parts.append(_part(index, ErrorCode.INVALID_REQUIRED_ACKS))
-            elif req.get("transactional_id") is not None:
+            elif req["transactional_id"] is not None:
                 parts.append(
                     _part(
                         index,
@@ -157,15 +159,16 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
                     )
                 )
             elif topic is None:
-                parts.append(_part(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                parts.append(_part(index, code))
             else:
-                part = append_partition(ctx, topic, index, p["messages"])
+                part = append_partition(ctx, topic, index, p["records"])
                 appended = appended or part["error_code"] == 0
                 parts.append(part)
-        out.append({"topic": name, "name": name, "partitions": parts, "partition_responses": parts})
+        out.append({"name": t["name"], "topic_id": t["topic_id"], "partition_responses": parts})
     if acks == 0:
         return None
-    reply = {"topics": out, "responses": out}
+    reply = {"responses": out}
     # Under --fsync always, acks=1/-1 are answered once the batches are on disk.
     synced = ctx.broker.data_synced() if appended else None
     if synced is None:
@@ -173,13 +176,18 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     return Held(synced, reply)
 
 
-@handler(22, 0, 1)
+@handler(22)
 def handle_init_producer_id(ctx: RequestContext, req: Fields) -> Fields:
-    if req.get("transactional_id") is not None:
+    if req["transactional_id"] is not None:
         ctx.log.warning("transactions_unsupported", transactional_id=req["transactional_id"])
         return {
             "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
             "producer_id": -1,
             "producer_epoch": -1,
         }
+    producer_id, epoch = req["producer_id"], req["producer_epoch"]
+    # KIP-360: an idempotent producer that lost track of its sequences asks for its epoch to
+    # be bumped; past the largest epoch it gets a new producer id, as Kafka does.
+    if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:
+        return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch + 1}
     return {"error_code": 0, "producer_id": ctx.broker.producers.allocate(), "producer_epoch": 0}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import uuid
+from collections.abc import Sequence
 
 from protocol.fast.common import _I16, _I32, Chunks
 
@@ -17,17 +19,35 @@ _PART_V11 = struct.Struct(">ihqqqii")  # ... aborted (null), preferred read repl
 FetchPartition = tuple[int, int, int, int, int, list[bytes]]
 
 
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_PART_V12 = struct.Struct(">ihqqq")  # index, error, high watermark, last stable, log start
+_PART_TAIL_V12 = struct.Struct(">Bi")  # aborted transactions (null), preferred read replica
+FLEXIBLE_FROM = 12
+TOPIC_IDS_FROM = 13
+
+
 def encode_fetch_response(
     version: int,
     error_code: int,
     session_id: int,
-    topics: list[tuple[str, list[FetchPartition]]],
+    topics: Sequence[tuple[str | uuid.UUID, list[FetchPartition]]],
 ) -> Chunks:
-    """Fetch response v4-v11 (non-flexible), records left as the stored batch objects.
+    """Fetch response v4-v18, records left as the stored batch objects.
 
     Aborted transactions are always null (no transactions) and the preferred read replica
-    (v11) is -1.
+    (v11+) is -1. v12+ is flexible (tagged fields all at their defaults); from v13 topics are
+    keyed by topic id (a UUID), before by name.
     """
+    if version >= FLEXIBLE_FROM:
+        return _encode_flexible(version, error_code, session_id, topics)
     out = Chunks()
     if version >= 7:
         out.append(_FETCH_TOP_V7.pack(0, error_code, session_id))
@@ -35,6 +55,7 @@ def encode_fetch_response(
         out.append(_FETCH_TOP_V4.pack(0))
     out.append(_I32.pack(len(topics)))
     for name, parts in topics:
+        assert isinstance(name, str)
         raw = name.encode()
         out.append(_I16.pack(len(raw)) + raw + _I32.pack(len(parts)))
         for index, error, hw, lso, log_start, batches in parts:
@@ -49,4 +70,32 @@ def encode_fetch_response(
                 size += len(b)
             out.append(head + _I32.pack(size))
             out.extend(batches)
+    return out
+
+
+def _encode_flexible(
+    version: int,
+    error_code: int,
+    session_id: int,
+    topics: Sequence[tuple[str | uuid.UUID, list[FetchPartition]]],
+) -> Chunks:
+    out = Chunks()
+    out.append(_FETCH_TOP_V7.pack(0, error_code, session_id) + _uvarint(len(topics) + 1))
+    tail = _PART_TAIL_V12.pack(0, -1)
+    for key, parts in topics:
+        if isinstance(key, uuid.UUID):
+            head = key.bytes
+        else:
+            raw = key.encode()
+            head = _uvarint(len(raw) + 1) + raw
+        out.append(head + _uvarint(len(parts) + 1))
+        for index, error, hw, lso, log_start, batches in parts:
+            size = 0
+            for b in batches:
+                size += len(b)
+            out.append(_PART_V12.pack(index, error, hw, lso, log_start) + tail + _uvarint(size + 1))
+            out.extend(batches)
+            out.append(b"\x00")  # the partition's tagged fields
+        out.append(b"\x00")  # the topic's tagged fields
+    out.append(b"\x00")  # no node endpoints: top-level tagged fields
     return out

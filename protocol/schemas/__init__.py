@@ -6,14 +6,9 @@
 ``DEFINITIONS``
     ``api_key -> (request Message, response Message)``: our own field trees
     (``protocol.codec``), one per API covering every served version.
-``SERVED_MESSAGES``
-    The aiokafka structs (and our struct overrides) still serving the APIs not yet in
-    ``DEFINITIONS``; ``protocol.messages`` wraps both behind one interface.
 """
 
 from __future__ import annotations
-
-from aiokafka.protocol.api import RequestStruct, Response
 
 from protocol.codec import Message
 
@@ -23,17 +18,11 @@ from . import (
     consumer,
     fetch,
     groups,
-    legacy_admin,
-    legacy_group,
-    legacy_metadata,
-    legacy_offsets,
-    legacy_producer,
     list_offsets,
     metadata,
     offsets,
     produce,
 )
-from .legacy_served import AIOKAFKA_MESSAGES
 
 # The one table of served version ranges: for every API, Kafka 4.3's latest stable version
 # (its message JSON, honouring latestVersionUnstable), and the lower of Kafka 4.3's oldest and
@@ -64,7 +53,6 @@ SERVED: dict[int, tuple[int, int]] = {
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
 }
-ALL_SERVED = SERVED
 
 # api_key -> (request, response): the APIs defined with our own field trees.
 DEFINITIONS: dict[int, tuple[Message, Message]] = {
@@ -79,25 +67,7 @@ DEFINITIONS: dict[int, tuple[Message, Message]] = {
     **consumer.DEFINITIONS,
 }
 
-EXTRA_MESSAGES: dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]] = {
-    **legacy_metadata.MESSAGES,
-    **legacy_admin.MESSAGES,
-    **legacy_producer.MESSAGES,
-    **legacy_offsets.MESSAGES,
-    **legacy_group.MESSAGES,
-}
-
-SERVED_MESSAGES: dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]] = {
-    **AIOKAFKA_MESSAGES,
-    **EXTRA_MESSAGES,
-}
-
-
 __all__ = [
-    "AIOKAFKA_MESSAGES",
-    "ALL_SERVED",
     "DEFINITIONS",
-    "EXTRA_MESSAGES",
     "SERVED",
-    "SERVED_MESSAGES",
 ]

@@ -70,9 +70,9 @@ async def produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> lis
         for value in values:
             batch = build_batch([(None, value, [])])
             resp = await wire.request(0, 8, produce_request(topic, 0, batch))
-            ((part,),) = [t["partitions"] for t in resp["topics"]]
+            ((part,),) = [t["partition_responses"] for t in resp["responses"]]
             assert part["error_code"] == 0, part
-            offsets.append(part["offset"])
+            offsets.append(part["base_offset"])
     return offsets
 
 

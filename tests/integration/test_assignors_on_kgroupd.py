@@ -30,7 +30,7 @@ from aiokafka.structs import OffsetAndMetadata
 from assignors import FailoverAssignor, StickyAssignor
 from broker.server import KafkaServer
 from broker.testing import running_server
-from protocol.messages import to_dict
+from tests.support.groups import struct_to_dict
 
 REPO = Path(__file__).resolve().parents[2]
 META_AGE_MS = 1000
@@ -87,8 +87,7 @@ async def group_view(
 ) -> tuple[str, str, dict[str, list[int]]]:
     """(state, protocol, member id -> partitions of ``topic``) as DescribeGroups reports."""
     (resp,) = await admin.describe_consumer_groups([group])
-    schema = type(resp).SCHEMA
-    (found,) = to_dict(schema, tuple(resp.get_item(n) for n in schema.names))["groups"]
+    (found,) = struct_to_dict(resp)["groups"]
     members: dict[str, list[int]] = {}
     for m in found["members"]:
         raw = m["member_assignment"]

@@ -176,13 +176,13 @@ async def test_old_produce_versions_are_advertised_but_refused(server: KafkaServ
     try:
         await create_topic(wire, "old")
         body = {
-            "required_acks": 1,
-            "timeout": 1000,
-            "topics": [{"topic": "old", "partitions": [{"partition": 0, "messages": b"x" * 40}]}],
+            "acks": 1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": "old", "partition_data": [{"index": 0, "records": b"x" * 40}]}],
         }
         for version in (0, 1, 2):
             resp = await wire.request(0, version, body)
-            (part,) = resp["topics"][0]["partitions"]
+            (part,) = resp["responses"][0]["partition_responses"]
             assert part["error_code"] == 35  # UNSUPPORTED_VERSION
         assert server.broker.topics.topics["old"].partitions[0].high_watermark == 0
     finally:

@@ -658,7 +658,7 @@ async def test_retention_deletes_whole_segment_files(tmp_path: Path) -> None:
             for v in values:
                 batch = build_batch([(None, v, [])])
                 resp = await wire.request(0, 8, produce_request("retained", 0, batch))
-                assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+                assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
         files = sorted(directory.glob("*.log"))
         bases = [int(p.stem) for p in files]
         assert len(files) >= 5 and bases[0] == 0

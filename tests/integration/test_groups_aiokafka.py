@@ -30,13 +30,13 @@ from aiokafka.structs import OffsetAndMetadata
 from broker.server import KafkaServer
 from broker.testing import running_server
 from protocol.errors import ErrorCode
-from protocol.messages import to_dict
 from tests.support.groups import (
     DELETE_GROUPS,
     GroupView,
     RawConnection,
     decode_assignment,
     describe_group,
+    struct_to_dict,
     wait_until,
 )
 
@@ -750,8 +750,7 @@ async def test_pattern_subscription_picks_up_a_new_matching_topic(
 async def admin_describe(admin: AIOKafkaAdminClient, group: str) -> dict[str, Any]:
     """``describe_consumer_groups`` of one group, as a dict (whatever version was used)."""
     (resp,) = await admin.describe_consumer_groups([group])
-    schema = type(resp).SCHEMA
-    (found,) = to_dict(schema, tuple(resp.get_item(n) for n in schema.names))["groups"]
+    (found,) = struct_to_dict(resp)["groups"]
     assert found["group"] == group
     return found
 

@@ -78,7 +78,7 @@ def records(start: int, count: int) -> list[tuple[bytes, bytes, list[tuple[str, 
 
 
 def values(fetched: dict) -> list[bytes]:
-    return [r.value for r in iter_records(fetched["message_set"])]
+    return [r.value for r in iter_records(fetched["records"])]
 
 
 # Idempotence -------------------------------------------------------------------------------
@@ -90,13 +90,13 @@ async def test_duplicate_batch_returns_its_original_offset(wire: WireClient) -> 
     first = build_batch(records(0, 3), producer_id=pid, producer_epoch=epoch, base_sequence=0)
     second = build_batch(records(3, 2), producer_id=pid, producer_epoch=epoch, base_sequence=3)
 
-    assert (await produce(wire, "dup", first))["offset"] == 0
-    assert (await produce(wire, "dup", second))["offset"] == 3
+    assert (await produce(wire, "dup", first))["base_offset"] == 0
+    assert (await produce(wire, "dup", second))["base_offset"] == 3
     # Retries of both (the producer never saw the acks): the original offsets, no new records.
     again_first = await produce(wire, "dup", first)
-    assert (again_first["error_code"], again_first["offset"]) == (0, 0)
+    assert (again_first["error_code"], again_first["base_offset"]) == (0, 0)
     again_second = await produce(wire, "dup", second)
-    assert (again_second["error_code"], again_second["offset"]) == (0, 3)
+    assert (again_second["error_code"], again_second["base_offset"]) == (0, 3)
 
     assert await latest_offset(wire, "dup") == 5
     assert values(await fetch(wire, "dup", 0)) == [b"v%d" % i for i in range(5)]
@@ -123,7 +123,7 @@ async def test_sequence_gap_is_out_of_order(wire: WireClient) -> None:
     assert await latest_offset(wire, "gap") == 3
     next_ok = build_batch(records(3, 1), producer_id=pid, producer_epoch=epoch, base_sequence=3)
     got = await produce(wire, "gap", next_ok)
-    assert (got["error_code"], got["offset"]) == (0, 3)
+    assert (got["error_code"], got["base_offset"]) == (0, 3)
 
 
 async def test_real_producer_batch_replayed_is_deduplicated(
@@ -157,7 +157,7 @@ async def test_real_producer_batch_replayed_is_deduplicated(
 
     for stored in log.batches[-3:]:  # the last five are remembered; replay within them
         got = await produce(wire, "replay", stored.data)
-        assert (got["error_code"], got["offset"]) == (0, stored.base_offset)
+        assert (got["error_code"], got["base_offset"]) == (0, stored.base_offset)
     assert await latest_offset(wire, "replay") == 60
 
 
@@ -207,12 +207,12 @@ async def test_unknown_partition_or_topic(wire: WireClient) -> None:
 
 async def test_fetch_past_the_end_is_offset_out_of_range(wire: WireClient) -> None:
     await create_topic(wire, "oor")
-    assert (await produce(wire, "oor", build_batch(records(0, 4))))["offset"] == 0
+    assert (await produce(wire, "oor", build_batch(records(0, 4))))["base_offset"] == 0
     at_end = await fetch(wire, "oor", 4)
-    assert (at_end["error_code"], at_end["message_set"], at_end["highwater_offset"]) == (0, b"", 4)
+    assert (at_end["error_code"], at_end["records"], at_end["high_watermark"]) == (0, b"", 4)
     past = await fetch(wire, "oor", 5)
     assert past["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE == 1
-    assert past["highwater_offset"] == 4
+    assert past["high_watermark"] == 4
     assert (await fetch(wire, "oor", -1))["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
@@ -276,5 +276,5 @@ async def test_long_poll_returns_empty_after_max_wait(wire: WireClient) -> None:
     started = loop.time()
     resp = await fetch(wire, "lp-empty", 0, max_wait_ms=200)
     elapsed = loop.time() - started
-    assert (resp["error_code"], resp["message_set"], resp["highwater_offset"]) == (0, b"", 0)
+    assert (resp["error_code"], resp["records"], resp["high_watermark"]) == (0, b"", 0)
     assert 0.19 <= elapsed < 2.0, elapsed

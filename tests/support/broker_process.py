@@ -251,13 +251,13 @@ async def read_partition(port: int, topic: str, partition: int) -> tuple[dict[in
     async with await WireClient.connect(port) as wire:
         while True:
             resp = await wire.request(1, 11, fetch_request(topic, partition, offset))
-            ((part,),) = [t["partitions"] for t in resp["topics"]]
+            ((part,),) = [t["partitions"] for t in resp["responses"]]
             if part["error_code"] == OFFSET_OUT_OF_RANGE and offset < part["log_start_offset"]:
                 offset = part["log_start_offset"]
                 continue
             assert part["error_code"] == 0, part
-            high_watermark = part["highwater_offset"]
-            got = list(iter_records(part["message_set"] or b""))
+            high_watermark = part["high_watermark"]
+            got = list(iter_records(part["records"] or b""))
             for rec in got:
                 records[rec.offset] = rec.value
             if got:

@@ -166,3 +166,21 @@ async def wait_until(
         if loop.time() >= deadline:
             raise AssertionError(f"timed out after {timeout:.1f} s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+def struct_to_dict(resp: Any) -> dict[str, Any]:
+    """An aiokafka client's response object as a dict of its (aiokafka-named) fields."""
+    return _struct_values(type(resp).SCHEMA, tuple(resp.get_item(n) for n in resp.SCHEMA.names))
+
+
+def _struct_values(schema: Any, values: tuple[Any, ...]) -> dict[str, Any]:
+    from aiokafka.protocol.types import Array, Schema
+
+    out: dict[str, Any] = {}
+    for name, field, value in zip(schema.names, schema.fields, values, strict=True):
+        if isinstance(field, Schema):
+            value = _struct_values(field, value)
+        elif isinstance(field, Array) and isinstance(field.array_of, Schema) and value is not None:
+            value = [_struct_values(field.array_of, item) for item in value]
+        out[name] = value
+    return out

@@ -2,7 +2,7 @@
 
     async with await WireClient.connect(port) as wire:
         resp = await wire.request(0, 8, produce_request("t", 0, build_batch([(b"k", b"v")])))
-        assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
 
 Requests are framed with an int32 size prefix and request header v1 (api_key, api_version,
 correlation_id, client_id), or v2 (plus empty tagged fields) for flexible versions. The body
@@ -206,12 +206,12 @@ def iter_records(data: bytes) -> Iterator[Any]:
 def produce_request(
     topic: str, partition: int, batch: bytes, acks: int = -1, timeout_ms: int = 10_000
 ) -> dict[str, Any]:
-    """A Produce (v3-v8) body for one batch to one partition."""
+    """A Produce body for one batch to one partition (by name: v3-v12)."""
     return {
         "transactional_id": None,
-        "required_acks": acks,
-        "timeout": timeout_ms,
-        "topics": [{"topic": topic, "partitions": [{"partition": partition, "messages": batch}]}],
+        "acks": acks,
+        "timeout_ms": timeout_ms,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
     }
 
 
@@ -226,10 +226,10 @@ def fetch_request(
     partition_max_bytes: int = 1 << 20,
     current_leader_epoch: int = -1,
 ) -> dict[str, Any]:
-    """A Fetch (v4-v11) body for one partition; fields a version lacks are ignored."""
+    """A Fetch body for one partition (by name: v4-v12); fields a version lacks are ignored."""
     return {
         "replica_id": -1,
-        "max_wait_time": max_wait_ms,
+        "max_wait_ms": max_wait_ms,
         "min_bytes": min_bytes,
         "max_bytes": max_bytes,
         "isolation_level": 0,
@@ -243,9 +243,8 @@ def fetch_request(
                         "partition": partition,
                         "current_leader_epoch": current_leader_epoch,
                         "fetch_offset": offset,
-                        "offset": offset,
                         "log_start_offset": -1,
-                        "max_bytes": partition_max_bytes,
+                        "partition_max_bytes": partition_max_bytes,
                     }
                 ],
             }
@@ -258,19 +257,19 @@ def fetch_request(
 def list_offsets_request(
     topic: str, partitions: Sequence[int], timestamp: int, current_leader_epoch: int = -1
 ) -> dict[str, Any]:
-    """A ListOffsets (v0-v5) body: one timestamp (-2 earliest, -1 latest) for each partition."""
+    """A ListOffsets body: one timestamp (-2 earliest, -1 latest) for each partition."""
     return {
         "replica_id": -1,
         "isolation_level": 0,
         "topics": [
             {
-                "topic": topic,
+                "name": topic,
                 "partitions": [
                     {
-                        "partition": p,
+                        "partition_index": p,
                         "current_leader_epoch": current_leader_epoch,
                         "timestamp": timestamp,
-                        "max_offsets": 1,
+                        "max_num_offsets": 1,
                     }
                     for p in partitions
                 ],
@@ -310,6 +309,8 @@ async def create_topic(
 
 def only_partition(response: Mapping[str, Any]) -> dict[str, Any]:
     """The single partition answer of a one-topic, one-partition Produce/Fetch/ListOffsets."""
-    (topic,) = response["topics"]
-    (part,) = topic["partitions"]
+    (topic,) = response["responses"] if "responses" in response else response["topics"]
+    (part,) = (
+        topic["partition_responses"] if "partition_responses" in topic else topic["partitions"]
+    )
     return dict(part)
