@@ -13,7 +13,7 @@ from broker.coordinator import GroupCoordinator, LoopTimers
 from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
-from broker.state import Broker, coordinator_config, create_startup_topics
+from broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
 
 log = structlog.get_logger("kgroupd.server")
 
@@ -111,7 +111,10 @@ def open_broker(
     producers = ProducerStateManager()
     if config.data_dir is None:
         create_startup_topics(config, topics)
-        coordinator = GroupCoordinator(coordinator_config(config), timers, config.node_id)
+        coordinator = GroupCoordinator(
+            coordinator_config(config), timers, config.node_id, topics=TopicsOf(topics)
+        )
+        topics.listeners.append(coordinator.on_topics_changed)
         return Broker(config, config.cluster_id or new_cluster_id(), topics, producers, coordinator)
     from broker.storage.durability import Durability
 
@@ -119,7 +122,8 @@ def open_broker(
     cluster_id, records = durability.open(topics, producers)
     create_startup_topics(config, topics)
     coordinator = GroupCoordinator(
-        coordinator_config(config), timers, config.node_id, durability.sink_for
+        coordinator_config(config), timers, config.node_id, durability.sink_for, TopicsOf(topics)
     )
+    topics.listeners.append(coordinator.on_topics_changed)
     durability.attach(coordinator, records)
     return Broker(config, cluster_id, topics, producers, coordinator, durability)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -118,7 +119,26 @@ def coordinator_config(c: BrokerConfig) -> CoordinatorConfig:
         group_max_size=c.group_max_size,
         offsets_retention_minutes=c.offsets_retention_minutes,
         offset_metadata_max_bytes=c.offset_metadata_max_bytes,
+        consumer_session_timeout_ms=c.group_consumer_session_timeout_ms,
+        consumer_min_session_timeout_ms=c.group_consumer_min_session_timeout_ms,
+        consumer_max_session_timeout_ms=c.group_consumer_max_session_timeout_ms,
+        consumer_heartbeat_interval_ms=c.group_consumer_heartbeat_interval_ms,
+        consumer_min_heartbeat_interval_ms=c.group_consumer_min_heartbeat_interval_ms,
+        consumer_max_heartbeat_interval_ms=c.group_consumer_max_heartbeat_interval_ms,
+        consumer_max_size=c.group_consumer_max_size,
+        consumer_assignors=c.group_consumer_assignors,
+        consumer_migration_policy=c.group_consumer_migration_policy,
     )
+
+
+class TopicsOf:
+    """The coordinator's view of the broker's topics (``broker.coordinator.TopicsView``)."""
+
+    def __init__(self, topics: TopicManager) -> None:
+        self._topics = topics
+
+    def topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return self._topics.view()
 
 
 def create_startup_topics(config: BrokerConfig, topics: TopicManager) -> None:

@@ -53,6 +53,16 @@ shard's ``RecordSink``; ``CoordinatorShard.load(records)`` replays them at start
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
 from .config import CoordinatorConfig
+from .consumer.commands import (
+    ConsumerGroupDescribe,
+    ConsumerGroupDescribeResult,
+    ConsumerGroupHeartbeat,
+    ConsumerGroupHeartbeatResult,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    InMemoryTopics,
+    TopicsView,
+)
 from .coordinator import CoordinatorLocation, GroupCoordinator
 from .deferred import Deferred, DeferredError
 from .placement import java_string_hashcode, partition_for
@@ -76,7 +86,15 @@ __all__ = [
     "ALLOWED_PREVIOUS",
     "CoordinatorConfig",
     "CoordinatorLocation",
+    "ConsumerGroupDescribe",
+    "ConsumerGroupDescribeResult",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupHeartbeatResult",
     "CoordinatorShard",
+    "DescribedConsumerGroup",
+    "DescribedConsumerMember",
+    "InMemoryTopics",
+    "TopicsView",
     "Deferred",
     "DeferredError",
     "GroupCoordinator",

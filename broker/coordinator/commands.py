@@ -166,7 +166,9 @@ class OffsetCommit(NamedTuple):
     member_id: str = ""
     group_instance_id: str | None = None
     retention_time_ms: int = -1  # v2-v4; -1 = broker default
-    group_id_not_found: bool = False  # v9+: unknown group answers GROUP_ID_NOT_FOUND
+    # v9+: an unknown group answers GROUP_ID_NOT_FOUND, and consumer-group members commit
+    # with their member epoch (below v9 they get UNSUPPORTED_VERSION)
+    group_id_not_found: bool = False
 
 
 class OffsetCommitResult(NamedTuple):
@@ -188,6 +190,8 @@ class OffsetFetch:
     group_id: str
     topics: tuple[OffsetFetchTopic, ...] | None  # None: all (v2+)
     require_stable: bool = False
+    member_id: str | None = None  # v9+: a consumer-group member's own fetch
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,18 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     new_member_join_timeout_ms: int = 300000  # group.classic... new member join timeout
     offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
+    # --- KIP-848 consumer groups (Kafka 4 GroupCoordinatorConfig defaults) ----------------
+    consumer_session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    consumer_min_session_timeout_ms: int = 45000  # group.consumer.min.session.timeout.ms
+    consumer_max_session_timeout_ms: int = 60000  # group.consumer.max.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    consumer_min_heartbeat_interval_ms: int = 5000  # group.consumer.min.heartbeat.interval.ms
+    consumer_max_heartbeat_interval_ms: int = 15000  # group.consumer.max.heartbeat.interval.ms
+    consumer_max_size: int | None = None  # group.consumer.max.size (None: Kafka's MAX_INT)
+    # group.consumer.assignors: the first is the default when a member names none
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: disabled | upgrade | downgrade | bidirectional
+    consumer_migration_policy: str = "bidirectional"
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -31,6 +31,13 @@ from .commands import (
     SyncGroupResult,
 )
 from .config import CoordinatorConfig
+from .consumer.commands import (
+    ConsumerGroupDescribe,
+    ConsumerGroupDescribeResult,
+    ConsumerGroupHeartbeat,
+    ConsumerGroupHeartbeatResult,
+    TopicsView,
+)
 from .deferred import Deferred
 from .placement import partition_for
 from .records import Record
@@ -59,6 +66,7 @@ class GroupCoordinator:
         timers: Timers,
         node_id: int,
         sink_factory: Callable[[int], Callable[[Record], None]] | None = None,
+        topics: TopicsView | None = None,
     ) -> None:
         self.config = config
         self.timers = timers
@@ -67,6 +75,9 @@ class GroupCoordinator:
             CoordinatorShard(p, config, timers, sink_factory(p) if sink_factory else None)
             for p in range(config.offsets_partitions)
         ]
+        if topics is not None:
+            for shard in self.shards:
+                shard.topics_view = topics
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_partitions)
@@ -91,6 +102,20 @@ class GroupCoordinator:
 
     def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult:
         return self.shard_for(cmd.group_id).leave_group(cmd)
+
+    # --- KIP-848 consumer groups ------------------------------------------------------------
+    def consumer_group_heartbeat(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult:
+        return self.shard_for(cmd.group_id).consumer_group_heartbeat(cmd)
+
+    def consumer_group_describe(self, cmd: ConsumerGroupDescribe) -> ConsumerGroupDescribeResult:
+        return ConsumerGroupDescribeResult(
+            tuple(self.shard_for(g).describe_consumer_group(g) for g in cmd.group_ids)
+        )
+
+    def on_topics_changed(self) -> None:
+        """Topics were created, deleted or gained partitions (regex subscriptions, metadata)."""
+        for shard in self.shards:
+            shard.on_topics_changed()
 
     # --- offsets ---------------------------------------------------------------------------
     def commit_offsets(self, cmd: OffsetCommit) -> OffsetCommitResult:

@@ -10,6 +10,7 @@ from protocol.errors import ErrorCode
 
 from .commands import JoinGroupResult, SyncGroupResult
 from .config import CoordinatorConfig
+from .consumer.group import ConsumerGroup
 from .group import ClassicGroup, Member
 from .records import (
     BatchRecordSink,
@@ -75,6 +76,8 @@ class ShardCore:
         # A sink that takes a topic's offset commits at once (no record per partition).
         self.commit_sink = sink.offset_commits if isinstance(sink, BatchRecordSink) else None
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups (broker.coordinator.consumer): a group id is classic or consumer
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
         self.owned = True
         self.loading = False

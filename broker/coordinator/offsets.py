@@ -43,8 +43,14 @@ class OffsetOps(ShardCore):
     def commit_offsets(self, cmd: OffsetCommit) -> OffsetCommitResult:
         """OffsetCommit: one error per partition (group-level errors fill every partition)."""
         error = self.availability_error()
+        consumer = self.consumer_groups.get(cmd.group_id) if self.consumer_groups else None
         group = self.groups.get(cmd.group_id)
-        if error is ErrorCode.NONE and group is None:
+        if consumer is not None:
+            if error is ErrorCode.NONE:
+                error = self.validate_consumer_commit(  # type: ignore[attr-defined]
+                    consumer, cmd.member_id, cmd.generation_id, cmd.group_id_not_found
+                )
+        elif error is ErrorCode.NONE and group is None:
             if cmd.generation_id < 0:
                 group = self._new_group(cmd.group_id)  # a "simple" group
                 group.log.info("simple group created by an offset commit")
@@ -54,18 +60,22 @@ class OffsetOps(ShardCore):
                     if cmd.group_id_not_found
                     else ErrorCode.ILLEGAL_GENERATION
                 )
-        if error is ErrorCode.NONE:
+        if error is ErrorCode.NONE and consumer is None:
             assert group is not None
             error = self._validate_commit(group, cmd)
         if error is not ErrorCode.NONE:
             return OffsetCommitResult(
                 tuple((t.name, tuple((p[0], error) for p in t.partitions)) for t in cmd.topics)
             )
-        assert group is not None
-        member = group.members.get(cmd.member_id)
-        if member is not None and group.state in (
-            GroupState.STABLE,
-            GroupState.PREPARING_REBALANCE,
+        member = group.members.get(cmd.member_id) if group is not None else None
+        if (
+            group is not None
+            and member is not None
+            and group.state
+            in (
+                GroupState.STABLE,
+                GroupState.PREPARING_REBALANCE,
+            )
         ):
             self._reschedule_heartbeat(group, member)
         now = self.now()
@@ -138,6 +148,14 @@ class OffsetOps(ShardCore):
             return OffsetFetchResult(error)
         group = self.groups.get(cmd.group_id)
         known = group is not None and group.state is not GroupState.DEAD
+        consumer = self.consumer_groups.get(cmd.group_id) if self.consumer_groups else None
+        if consumer is not None:
+            known = True
+            error = self.validate_consumer_fetch(  # type: ignore[attr-defined]
+                consumer, cmd.member_id, cmd.member_epoch
+            )
+            if error is not ErrorCode.NONE:
+                return OffsetFetchResult(error)
         stored = self.offsets.get(cmd.group_id, {}) if known else {}
         if cmd.topics is None:
             return OffsetFetchResult(
@@ -175,13 +193,17 @@ class OffsetOps(ShardCore):
         if error is not ErrorCode.NONE:
             return OffsetDeleteResult(error)
         group = self.groups.get(cmd.group_id)
-        if group is None or group.state is GroupState.DEAD:
+        consumer = self.consumer_groups.get(cmd.group_id)
+        subscribed: set[str] = set()
+        if consumer is not None:
+            subscribed = consumer.subscribed_topic_names()
+        elif group is None or group.state is GroupState.DEAD:
             return OffsetDeleteResult(ErrorCode.GROUP_ID_NOT_FOUND)
-        if group.state is not GroupState.EMPTY and not group.uses_consumer_protocol():
+        elif group.state is not GroupState.EMPTY and not group.uses_consumer_protocol():
             return OffsetDeleteResult(ErrorCode.NON_EMPTY_GROUP)
         out = []
         for topic, partitions in cmd.topics:
-            if group.is_subscribed_to_topic(topic):
+            if topic in subscribed or (group is not None and group.is_subscribed_to_topic(topic)):
                 out.append(
                     (topic, tuple((p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions))
                 )

@@ -8,6 +8,7 @@ from protocol.errors import ErrorCode
 
 from .commands import DescribedGroup, DescribedMember, ListedGroup
 from .config import CoordinatorConfig
+from .consumer.ops import ConsumerGroupOps
 from .core import OffsetAndMetadata, heartbeat_key
 from .group import ClassicGroup
 from .membership import MembershipOps
@@ -19,7 +20,7 @@ from .timers import Timers
 __all__ = ["CoordinatorShard"]
 
 
-class CoordinatorShard(MembershipOps, OffsetOps):
+class CoordinatorShard(MembershipOps, OffsetOps, ConsumerGroupOps):
     """Owns the groups, offsets and static-member assignments of one offsets partition.
 
     Every operation is a plain synchronous method: on one event loop nothing interleaves
@@ -100,6 +101,7 @@ class CoordinatorShard(MembershipOps, OffsetOps):
             if group.state is not GroupState.DEAD:
                 self._kill_group(group, error, "shard unloaded")
         self.groups.clear()
+        self.consumer_groups.clear()
         self.offsets.clear()
         self.timers.cancel(self._retention_key())
         self.owned = False
@@ -113,6 +115,8 @@ class CoordinatorShard(MembershipOps, OffsetOps):
         if error is not ErrorCode.NONE:
             return DescribedGroup(error, group_id)
         group = self.groups.get(group_id)
+        if group_id in self.consumer_groups:  # Kafka: "Group X is not a classic group."
+            return DescribedGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id)
         if group is None or group.state is GroupState.DEAD:
             if unknown_group_not_found:
                 return DescribedGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id)
@@ -142,17 +146,32 @@ class CoordinatorShard(MembershipOps, OffsetOps):
     def list_groups(self, states_filter: Iterable[str] = ()) -> list[ListedGroup]:
         """Groups of this shard whose state matches the (case-insensitive) filter."""
         wanted = {s.lower() for s in states_filter}
-        return [
+        classic = [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
             if not wanted or g.state.value.lower() in wanted
         ]
+        consumer = [
+            ListedGroup(g.group_id, "consumer", g.state.value, "consumer")
+            for g in self.consumer_groups.values()
+            if not wanted or g.state.value.lower() in wanted
+        ]
+        return classic + consumer
 
     def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups for one group: NON_EMPTY_GROUP unless Empty; GROUP_ID_NOT_FOUND."""
         error = self.availability_error()
         if error is not ErrorCode.NONE:
             return error
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            if consumer.members:
+                return ErrorCode.NON_EMPTY_GROUP
+            del self.consumer_groups[group_id]
+            for topic, parts in list(self.offsets.get(group_id, {}).items()):
+                for partition in list(parts):
+                    self._emit(OffsetTombstoneRecord(group_id, topic, partition), apply=True)
+            return ErrorCode.NONE
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND

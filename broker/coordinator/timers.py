@@ -130,6 +130,9 @@ class LoopTimers:
         del self._live[key]
         self._dispatch(entry.op)
 
+    def is_scheduled(self, key: str) -> bool:
+        return key in self._live
+
     def cancel_all(self) -> None:
         for key in list(self._live):
             self.cancel(key)

@@ -3,6 +3,7 @@
 from broker.handlers import (  # noqa: F401
     admin,
     api_versions,
+    consumer_groups,
     fetch,
     group_offsets,
     groups,

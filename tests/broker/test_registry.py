@@ -12,8 +12,8 @@ def test_advertised_table_is_the_handler_registry_and_the_served_schemas() -> No
     # Every handler serves exactly the table's range, with our definitions for each version.
     assert table == {k: SERVED[k] for k in table}
     assert set(DEFINITIONS) == set(SERVED) == {k for k, _ in MESSAGES}
-    # Every API of the table has its handler, but the KIP-848 pair, which has none yet.
-    assert set(SERVED) - set(table) <= {68, 69}
+    # Every API of the table has its handler.
+    assert set(SERVED) == set(table)
 
 
 def test_every_advertised_version_has_a_message_definition_and_no_holes() -> None:
@@ -30,5 +30,17 @@ def test_api_versions_body_lists_the_registry() -> None:
     listed = [(e["api_key"], e["min_version"], e["max_version"]) for e in body["api_keys"]]
     assert listed == supported_versions()
     # Every API a consumer group needs, and the core of issue 2.
-    for key in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 32, 37, 42, 47):
+    keys = (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 22, 32, 37, 42, 47, 68, 69)
+    for key in keys:
         assert key in {k for k, _, _ in listed}
+
+
+def test_api_versions_advertises_group_version_1_with_the_consumer_group_protocol() -> None:
+    body = api_versions_body(ErrorCode.NONE)
+    assert body["supported_features"] == [
+        {"name": "group.version", "min_version": 0, "max_version": 1}
+    ]
+    assert body["finalized_features"] == [
+        {"name": "group.version", "max_version_level": 1, "min_version_level": 1}
+    ]
+    assert body["finalized_features_epoch"] >= 0

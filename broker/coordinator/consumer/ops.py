@@ -1,0 +1,480 @@
+"""The KIP-848 ConsumerGroupHeartbeat and ConsumerGroupDescribe operations of a shard (Kafka's
+GroupMetadataManager.consumerGroupHeartbeat, in order):
+
+1. Validate the request (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION).
+2. Leaving (epoch -1, or -2 for a static member that will come back): the member goes; its
+   partitions are released; the group epoch is bumped (not for -2: the static member keeps
+   its place and assignment until its session times out).
+3. Find the group (epoch 0 creates it; an empty classic group is converted; a classic group
+   with members answers GROUP_ID_NOT_FOUND) and the member: epoch 0 joins (a new member, or
+   a static member taking over its instance id's place and assignment: UNRELEASED_INSTANCE_ID
+   while the previous one has not left); any other epoch must be the member's current one,
+   or its previous one with owned partitions it still holds (else FENCED_MEMBER_EPOCH;
+   an unknown member: UNKNOWN_MEMBER_ID). GROUP_MAX_SIZE_REACHED past
+   ``group.consumer.max.size``.
+4. A changed subscription (or a new member, or topics that changed) bumps the group epoch;
+   a group epoch above the assignment epoch recomputes the target assignment with the
+   server assignor the members name (most votes; the first configured one by default).
+5. The member is reconciled one step towards its target (``reconcile``): partitions it must
+   revoke first, and only once its heartbeat no longer owns them do others get them.
+6. Timers: the session timeout (``group.consumer.session.timeout.ms``) removes a member that
+   stops heartbeating; the rebalance timeout removes one that does not revoke in time.
+
+Consumer groups live in memory: their committed offsets are persisted like every group's,
+their membership is not (members rejoin after a restart).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+
+from assignors.server import DEFAULT_SERVER_ASSIGNOR, SERVER_ASSIGNORS, ServerMember
+from protocol.errors import ErrorCode
+
+from ..core import ShardCore
+from .commands import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupHeartbeat,
+    ConsumerGroupHeartbeatResult,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    InMemoryTopics,
+    TopicsView,
+)
+from .group import Assignment, ConsumerGroup, ConsumerMember, MemberState, to_partitions
+from .reconcile import FencedByUnknownState, reconcile
+from .regex import InvalidRegex, compile_regex, matching_topics
+
+__all__ = ["ConsumerGroupOps"]
+
+
+class _Refused(Exception):
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def session_key(group_id: str, member_id: str) -> str:
+    return f"consumer-session/{group_id}/{member_id}"
+
+
+def revoke_key(group_id: str, member_id: str) -> str:
+    return f"consumer-revoke/{group_id}/{member_id}"
+
+
+class ConsumerGroupOps(ShardCore):
+    consumer_groups: dict[str, ConsumerGroup]
+    topics_view: TopicsView = InMemoryTopics()
+
+    # --- ConsumerGroupHeartbeat ---------------------------------------------------------------
+    def consumer_group_heartbeat(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult:
+        error = self.availability_error()
+        if error is not ErrorCode.NONE:
+            return ConsumerGroupHeartbeatResult(error)
+        try:
+            self._validate(cmd)
+            if cmd.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(cmd)
+            return self._heartbeat(cmd)
+        except _Refused as exc:
+            return ConsumerGroupHeartbeatResult(exc.error, exc.message)
+
+    def _validate(self, cmd: ConsumerGroupHeartbeat) -> None:
+        bad = ErrorCode.INVALID_REQUEST
+        if not cmd.group_id:
+            raise _Refused(bad, "GroupId can't be empty.")
+        if cmd.instance_id == "":
+            raise _Refused(bad, "InstanceId can't be empty.")
+        if cmd.rack_id == "":
+            raise _Refused(bad, "RackId can't be empty.")
+        epoch = cmd.member_epoch
+        if cmd.client_generates_member_id and not cmd.member_id:
+            raise _Refused(bad, "MemberId can't be empty.")
+        leaving = epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        if (epoch > 0 or leaving) and not cmd.member_id:
+            raise _Refused(bad, "MemberId can't be empty.")
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if cmd.rebalance_timeout_ms == -1:
+                raise _Refused(bad, "RebalanceTimeoutMs must be provided in first request.")
+            if cmd.owned_partitions is None or cmd.owned_partitions:
+                raise _Refused(bad, "TopicPartitions must be empty when (re-)joining.")
+            if cmd.subscribed_topic_names is None and cmd.subscribed_topic_regex is None:
+                raise _Refused(
+                    bad,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and cmd.instance_id is None:
+            raise _Refused(bad, "InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _Refused(bad, f"MemberEpoch is invalid: {epoch}.")
+        assignor = cmd.server_assignor
+        if assignor is not None and assignor not in self.config.consumer_assignors:
+            raise _Refused(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.config.consumer_assignors)}.",
+            )
+        if cmd.subscribed_topic_regex:
+            try:
+                compile_regex(cmd.subscribed_topic_regex)
+            except InvalidRegex as exc:
+                raise _Refused(ErrorCode.INVALID_REGULAR_EXPRESSION, str(exc)) from None
+
+    def _group(self, group_id: str, create: bool) -> ConsumerGroup:
+        group = self.consumer_groups.get(group_id)
+        if group is not None:
+            return group
+        classic = self.groups.get(group_id)
+        if classic is not None and classic.members:
+            raise _Refused(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+            )
+        if not create:
+            raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if classic is not None:  # an empty classic group (offsets only) becomes a consumer group
+            del self.groups[group_id]
+        group = self.consumer_groups[group_id] = ConsumerGroup(group_id)
+        self.log.info("consumer_group_created", group_id=group_id)
+        return group
+
+    def _heartbeat(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult:
+        joining = cmd.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self._group(cmd.group_id, create=joining)
+        old = self._member_for(group, cmd) if not joining else self._joiner(group, cmd)
+        member = replace(
+            old,
+            client_id=cmd.client_id or old.client_id,
+            client_host=cmd.client_host or old.client_host,
+            rack_id=cmd.rack_id if cmd.rack_id is not None else old.rack_id,
+            rebalance_timeout_ms=cmd.rebalance_timeout_ms
+            if cmd.rebalance_timeout_ms != -1
+            else old.rebalance_timeout_ms,
+            subscribed_topic_names=tuple(sorted(cmd.subscribed_topic_names))
+            if cmd.subscribed_topic_names is not None
+            else old.subscribed_topic_names,
+            subscribed_topic_regex=(cmd.subscribed_topic_regex or None)
+            if cmd.subscribed_topic_regex is not None
+            else old.subscribed_topic_regex,
+            server_assignor=cmd.server_assignor
+            if cmd.server_assignor is not None
+            else old.server_assignor,
+        )
+        new_member = old.member_id not in group.members
+        if new_member or not member.same_subscription(old):
+            group.members[member.member_id] = member
+            if member.instance_id is not None:
+                group.static_members[member.instance_id] = member.member_id
+            self._bump(group, f"member {member.member_id} joined or changed its subscription")
+        else:
+            group.members[member.member_id] = member
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group)
+        try:
+            reconciled = reconcile(
+                group.members[member.member_id],
+                group.assignment_epoch,
+                group.target.get(member.member_id, {}),
+                group.current_partition_epoch,
+                cmd.owned_partitions,
+            )
+        except FencedByUnknownState:
+            self._remove_member(group, member.member_id, "unknown state")
+            raise _Refused(ErrorCode.FENCED_MEMBER_EPOCH, "unknown member state") from None
+        before = group.members[member.member_id]
+        group._put_member(before, reconciled)
+        self._schedule_timers(group, reconciled)
+        full = (
+            cmd.rebalance_timeout_ms != -1
+            and (cmd.subscribed_topic_names is not None or cmd.subscribed_topic_regex is not None)
+            and cmd.owned_partitions is not None
+        )
+        send_assignment = (
+            joining
+            or full
+            or before.assigned != reconciled.assigned
+            or old.assigned != reconciled.assigned
+        )
+        return ConsumerGroupHeartbeatResult(
+            ErrorCode.NONE,
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=to_partitions(reconciled.assigned) if send_assignment else None,
+        )
+
+    def _joiner(self, group: ConsumerGroup, cmd: ConsumerGroupHeartbeat) -> ConsumerMember:
+        member_id = cmd.member_id if cmd.client_generates_member_id or cmd.member_id else ""
+        if not member_id:
+            member_id = str(uuid.uuid4())
+        if cmd.instance_id is not None:
+            previous = group.static_member(cmd.instance_id)
+            if previous is not None and previous.member_id != member_id:
+                if previous.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    raise _Refused(
+                        ErrorCode.UNRELEASED_INSTANCE_ID,
+                        f"Static member {previous.member_id} with instance id "
+                        f"{cmd.instance_id} is not released yet.",
+                    )
+                # The static member comes back: its place, epoch and assignment carry over.
+                self._forget_member(group, previous.member_id)
+                del group.members[previous.member_id]
+                group.target[member_id] = group.target.pop(previous.member_id, {})
+                epoch = previous.previous_member_epoch
+                taken = replace(previous, member_id=member_id, member_epoch=epoch)
+                group._put_member(taken, taken)
+                self.log.info(
+                    "consumer_static_member_replaced",
+                    group_id=group.group_id,
+                    old_member_id=previous.member_id,
+                    member_id=member_id,
+                )
+                return taken
+        existing = group.members.get(member_id)
+        if existing is not None:
+            # A member that rejoins (epoch 0) starts again: what it held is released.
+            self._remove_member(group, member_id, "rejoined with epoch 0")
+        limit = self.config.consumer_max_size
+        if limit is not None and len(group.members) >= limit:
+            raise _Refused(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {limit} members.",
+            )
+        return ConsumerMember(member_id, instance_id=cmd.instance_id, state=MemberState.STABLE)
+
+    def _member_for(self, group: ConsumerGroup, cmd: ConsumerGroupHeartbeat) -> ConsumerMember:
+        member = group.members.get(cmd.member_id)
+        if member is None:
+            raise _Refused(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {cmd.member_id} is not a member of group {group.group_id}.",
+            )
+        epoch = cmd.member_epoch
+        if epoch > member.member_epoch:
+            raise _Refused(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({epoch}) than the one "
+                f"known by the group coordinator ({member.member_epoch}).",
+            )
+        if epoch < member.member_epoch and (
+            epoch != member.previous_member_epoch
+            or not _is_subset(cmd.owned_partitions, member.assigned)
+        ):
+            raise _Refused(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a smaller member epoch ({epoch}) than the one "
+                f"known by the group coordinator ({member.member_epoch}).",
+            )
+        return member
+
+    # --- leaving, expiry --------------------------------------------------------------------
+    def _leave(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult:
+        group = self._group(cmd.group_id, create=False)
+        member_id = cmd.member_id
+        member = group.members.get(member_id)
+        if member is None and cmd.instance_id is not None:
+            member = group.static_member(cmd.instance_id)
+        if member is None:
+            raise _Refused(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {group.group_id}.",
+            )
+        if cmd.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # Kept, with its assignment, until it rejoins or its session times out.
+            group.members[member.member_id] = replace(
+                member,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                previous_member_epoch=member.member_epoch,
+            )
+            self.timers.cancel(revoke_key(group.group_id, member.member_id))
+            self._schedule_session(group, member.member_id)
+        else:
+            self._remove_member(group, member.member_id, "left the group")
+        return ConsumerGroupHeartbeatResult(
+            ErrorCode.NONE, member_id=member.member_id, member_epoch=cmd.member_epoch
+        )
+
+    def _remove_member(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
+        if member_id not in group.members:
+            return
+        self._forget_member(group, member_id)
+        member = group.members.pop(member_id)
+        instance = member.instance_id
+        if instance is not None and group.static_members.get(instance) == member_id:
+            del group.static_members[instance]
+        group.target.pop(member_id, None)
+        self._bump(group, f"member {member_id} {reason}")
+
+    def _forget_member(self, group: ConsumerGroup, member_id: str) -> None:
+        member = group.members.get(member_id)
+        if member is not None:
+            group._remove_partition_epochs(member)
+        self.timers.cancel(session_key(group.group_id, member_id))
+        self.timers.cancel(revoke_key(group.group_id, member_id))
+
+    def _schedule_timers(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self._schedule_session(group, member.member_id)
+        key = revoke_key(group.group_id, member.member_id)
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if not self.timers_scheduled(key):
+                gid, mid = group.group_id, member.member_id
+                timeout = max(member.rebalance_timeout_ms, 0)
+                self.timers.schedule(key, timeout, lambda: self._fence(gid, mid, group, "revoke"))
+        else:
+            self.timers.cancel(key)
+
+    def timers_scheduled(self, key: str) -> bool:
+        check = getattr(self.timers, "is_scheduled", None)
+        return bool(check(key)) if check is not None else False
+
+    def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
+        gid = group.group_id
+        self.timers.schedule(
+            session_key(gid, member_id),
+            self.config.consumer_session_timeout_ms,
+            lambda: self._fence(gid, member_id, group, "session"),
+        )
+
+    def _fence(self, group_id: str, member_id: str, group: ConsumerGroup, why: str) -> None:
+        if not self._active() or self.consumer_groups.get(group_id) is not group:
+            return
+        if member_id in group.members:
+            self.log.info(
+                "consumer_member_fenced", group_id=group_id, member_id=member_id, timeout=why
+            )
+            self._remove_member(group, member_id, f"fenced ({why} timeout)")
+
+    # --- epochs and assignment ----------------------------------------------------------------
+    def _bump(self, group: ConsumerGroup, reason: str) -> None:
+        group.group_epoch += 1
+        group.subscription_metadata = self._metadata(group)
+        self.log.info(
+            "consumer_group_epoch", group_id=group.group_id, epoch=group.group_epoch, reason=reason
+        )
+
+    def _metadata(self, group: ConsumerGroup) -> tuple[tuple[str, uuid.UUID, int], ...]:
+        topics = self.topics_view.topics()
+        group.resolved_regexes = {
+            r: matching_topics(r, topics) for r in group.regexes_in_use(None, None)
+        }
+        names = group.subscribed_topic_names()
+        return tuple(sorted((n, *topics[n]) for n in names if n in topics))
+
+    def _metadata_changed(self, group: ConsumerGroup) -> bool:
+        return self._metadata(group) != group.subscription_metadata
+
+    def _assign(self, group: ConsumerGroup) -> None:
+        """The target assignment for the group epoch, by the members' preferred assignor."""
+        ids = {name: (topic_id, count) for name, topic_id, count in group.subscription_metadata}
+        partitions = {topic_id: count for topic_id, count in ids.values()}
+        members = {
+            m.member_id: ServerMember(
+                m.member_id,
+                m.instance_id,
+                m.rack_id,
+                frozenset(ids[t][0] for t in group.member_topics(m) if t in ids),
+                group.target.get(m.member_id, {}),
+            )
+            for m in group.members.values()
+        }
+        name = group.preferred_assignor() or (
+            self.config.consumer_assignors[0]
+            if self.config.consumer_assignors
+            else DEFAULT_SERVER_ASSIGNOR
+        )
+        result = SERVER_ASSIGNORS[name].assign(members, partitions)
+        group.target = {mid: dict(result.get(mid, {})) for mid in group.members}
+        group.assignment_epoch = group.group_epoch
+        group.assignor_name = name
+
+    def on_topics_changed(self) -> None:
+        """Topics were created, deleted or grew: groups whose subscriptions resolve to other
+        metadata get a new epoch (their members learn of it at their next heartbeat)."""
+        if not self._active():
+            return
+        for group in self.consumer_groups.values():
+            if group.members and self._metadata_changed(group):
+                self._bump(group, "subscribed topics changed")
+                self._assign(group)
+
+    # --- describe, list ------------------------------------------------------------------------
+    def describe_consumer_group(self, group_id: str) -> DescribedConsumerGroup:
+        error = self.availability_error()
+        if error is not ErrorCode.NONE:
+            return DescribedConsumerGroup(error, group_id)
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            message = (
+                f"Group {group_id} is not a consumer group."
+                if group_id in self.groups
+                else f"Group {group_id} not found."
+            )
+            return DescribedConsumerGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id, message)
+        return DescribedConsumerGroup(
+            ErrorCode.NONE,
+            group_id,
+            state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=group.assignor_name,
+            members=tuple(
+                DescribedConsumerMember(
+                    m.member_id,
+                    m.instance_id,
+                    m.rack_id,
+                    m.member_epoch,
+                    m.client_id,
+                    m.client_host,
+                    m.subscribed_topic_names,
+                    m.subscribed_topic_regex,
+                    to_partitions(m.assigned),
+                    to_partitions(group.target.get(m.member_id, {})),
+                )
+                for m in group.members.values()
+            ),
+        )
+
+    def validate_consumer_commit(
+        self, group: ConsumerGroup, member_id: str, epoch: int, epochs_supported: bool
+    ) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional)."""
+        if epoch < 0 and not group.members:
+            return ErrorCode.NONE  # the admin client, or manual assignment, on an empty group
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not epochs_supported:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def validate_consumer_fetch(
+        self, group: ConsumerGroup, member_id: str | None, epoch: int
+    ) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetFetch: only a member's own fetch is checked."""
+        if member_id is None or epoch < 0:
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+
+def _is_subset(owned: object, assigned: Mapping[uuid.UUID, frozenset[int]]) -> bool:
+    if owned is None:
+        return True
+    for topic, parts in owned:  # type: ignore[attr-defined]
+        have = assigned.get(topic, frozenset())
+        if any(p not in have for p in parts):
+            return False
+    return True
+
+
+_ = Assignment  # re-exported type for readers of this module

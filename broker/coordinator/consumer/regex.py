@@ -1,0 +1,34 @@
+"""Regular-expression subscriptions: RE2 syntax (Kafka compiles them with RE2/J), matched
+against the whole topic name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import re2 as _engine  # google-re2, a declared dependency
+
+_ERRORS: tuple[type[BaseException], ...] = (_engine.error, ValueError, TypeError)
+ENGINE = "re2"
+
+__all__ = ["ENGINE", "InvalidRegex", "compile_regex", "matching_topics"]
+
+
+class InvalidRegex(ValueError):
+    """The pattern does not compile (INVALID_REGULAR_EXPRESSION)."""
+
+
+def compile_regex(pattern: str) -> Any:
+    try:
+        return _engine.compile(pattern)
+    except _ERRORS as exc:
+        raise InvalidRegex(
+            f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {exc}."
+        ) from None
+
+
+def matching_topics(pattern: str, topics: Iterable[str]) -> tuple[str, ...]:
+    """The topics whose whole name matches ``pattern``, sorted (internal topics never reach
+    here: the ``TopicsView`` excludes them)."""
+    compiled = compile_regex(pattern)
+    return tuple(sorted(t for t in topics if compiled.fullmatch(t) is not None))
