@@ -1,0 +1,207 @@
+"""KIP-848 consumer groups in one shard on a manual clock: the heartbeat's rules state by state
+and error code by error code (GroupMetadataManager.consumerGroupHeartbeat's), never sleeping."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pytest
+from coord_helpers import TEST_CONFIG
+
+from broker.coordinator import (
+    ConsumerGroupHeartbeat,
+    ConsumerGroupHeartbeatResult,
+    CoordinatorShard,
+    InMemoryTopics,
+    ManualTimers,
+    OffsetCommit,
+    OffsetCommitTopic,
+    OffsetFetch,
+)
+from protocol.errors import ErrorCode
+
+SESSION, HEARTBEAT, REBALANCE = 1000, 100, 2000
+CONFIG = dataclasses.replace(
+    TEST_CONFIG,
+    consumer_session_timeout_ms=SESSION,
+    consumer_heartbeat_interval_ms=HEARTBEAT,
+    consumer_max_size=3,
+)
+TOPIC = uuid.UUID(int=1)
+Owned = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.timers = ManualTimers()
+        self.shard = CoordinatorShard(0, CONFIG, self.timers)
+        self.topics = InMemoryTopics({"t": (TOPIC, 4)})
+        self.shard.topics_view = self.topics
+
+    def hb(self, member: str, epoch: int, **kw: object) -> ConsumerGroupHeartbeatResult:
+        fields: dict[str, object] = {
+            "group_id": "g",
+            "member_id": member,
+            "member_epoch": epoch,
+            "client_generates_member_id": True,
+        }
+        if epoch == 0:
+            fields |= {
+                "rebalance_timeout_ms": REBALANCE,
+                "subscribed_topic_names": ("t",),
+                "owned_partitions": (),
+            }
+        fields |= kw
+        return self.shard.consumer_group_heartbeat(ConsumerGroupHeartbeat(**fields))  # type: ignore[arg-type]
+
+    def owned(self, r: ConsumerGroupHeartbeatResult) -> Owned:
+        assert r.assignment is not None
+        return r.assignment
+
+
+def parts(owned: Owned) -> set[int]:
+    return {p for _t, ps in owned for p in ps}
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+def test_a_lone_member_gets_every_partition_at_epoch_one(h: Harness) -> None:
+    r = h.hb("a", 0)
+    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (
+        ErrorCode.NONE,
+        "a",
+        1,
+        HEARTBEAT,
+    )
+    assert parts(h.owned(r)) == {0, 1, 2, 3}
+    assert h.shard.describe_consumer_group("g").state == "Stable"
+
+
+def test_a_partition_moves_only_after_its_owner_revokes_it(h: Harness) -> None:
+    a = h.hb("a", 0)
+    b = h.hb("b", 0)  # epoch 2: b's target is half, but a still owns everything
+    assert b.member_epoch == 2 and parts(h.owned(b)) == set()
+    assert h.shard.describe_consumer_group("g").state == "Reconciling"
+    # a hears of the new epoch: it must revoke two partitions first (stays at epoch 1)
+    r = h.hb("a", 1, owned_partitions=h.owned(a))
+    keep = parts(h.owned(r))
+    assert r.member_epoch == 1 and len(keep) == 2
+    # b still waits: a has not acknowledged the revocation yet
+    assert h.hb("b", 2).assignment is None
+    # a acknowledges (its owned partitions no longer hold them): epoch 2
+    r = h.hb("a", 1, owned_partitions=((TOPIC, tuple(sorted(keep))),))
+    assert r.member_epoch == 2
+    got = h.hb("b", 2)
+    assert parts(h.owned(got)) == {0, 1, 2, 3} - keep
+    assert h.shard.describe_consumer_group("g").state == "Stable"
+
+
+def test_epoch_and_member_errors(h: Harness) -> None:
+    h.hb("a", 0)
+    assert h.hb("a", 5).error is ErrorCode.FENCED_MEMBER_EPOCH  # ahead of the coordinator
+    assert h.hb("ghost", 1).error is ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.hb("a", 0, server_assignor="sticky").error is ErrorCode.UNSUPPORTED_ASSIGNOR
+    bad = h.hb("c", 0, subscribed_topic_names=None, subscribed_topic_regex="[unclosed")
+    assert bad.error is ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert h.hb("", 0).error is ErrorCode.INVALID_REQUEST  # v1: the client names itself
+    assert h.hb("c", 0, rebalance_timeout_ms=-1).error is ErrorCode.INVALID_REQUEST
+    assert h.hb("c", 0, owned_partitions=((TOPIC, (0,)),)).error is ErrorCode.INVALID_REQUEST
+    other = h.shard.consumer_group_heartbeat(
+        ConsumerGroupHeartbeat("unknown-group", "x", 3, client_generates_member_id=True)
+    )
+    assert other.error is ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_group_max_size(h: Harness) -> None:
+    for m in ("a", "b", "c"):
+        assert h.hb(m, 0).error is ErrorCode.NONE
+    assert h.hb("d", 0).error is ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_session_timeout_fences_a_silent_member_and_its_partitions_move(h: Harness) -> None:
+    a = h.hb("a", 0)
+    h.hb("b", 0)
+    r = h.hb("a", 1, owned_partitions=h.owned(a))
+    r = h.hb("a", 1, owned_partitions=h.owned(r))
+    for _ in range(15):  # b keeps heartbeating, a falls silent
+        h.timers.advance(SESSION // 10)
+        got = h.hb("b", h.shard.consumer_groups["g"].members["b"].member_epoch)
+    assert "a" not in h.shard.consumer_groups["g"].members
+    assert got.error is ErrorCode.NONE
+    assert parts(to_owned(h, "b")) == {0, 1, 2, 3}
+
+
+def to_owned(h: Harness, member: str) -> Owned:
+    m = h.shard.consumer_groups["g"].members[member]
+    return tuple((t, tuple(sorted(ps))) for t, ps in m.assigned.items())
+
+
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke(h: Harness) -> None:
+    a = h.hb("a", 0)
+    h.hb("b", 0)
+    h.hb("a", 1, owned_partitions=h.owned(a))  # told to revoke; never acknowledges
+    for _ in range(5):
+        h.timers.advance(REBALANCE // 4)
+        h.hb("a", 1, owned_partitions=h.owned(a))  # still owns everything
+        h.hb("b", h.shard.consumer_groups["g"].members["b"].member_epoch)
+    assert "a" not in h.shard.consumer_groups["g"].members
+
+
+def test_leaving_and_a_static_member_that_comes_back_keeps_its_partitions(h: Harness) -> None:
+    r = h.hb("s1", 0, instance_id="i")
+    mine = parts(h.owned(r))
+    epoch = r.member_epoch
+    assert h.hb("s1", -2, instance_id="i").member_epoch == -2  # a temporary leave
+    back = h.hb("s3", 0, instance_id="i")
+    assert back.error is ErrorCode.NONE
+    assert parts(h.owned(back)) == mine and back.member_epoch == epoch
+    assert h.shard.consumer_groups["g"].group_epoch == epoch  # no rebalance
+    # a second member with the same instance id while the first is in: refused
+    assert h.hb("s4", 0, instance_id="i").error is ErrorCode.UNRELEASED_INSTANCE_ID
+    # a leave (-1) removes the member and bumps the group epoch
+    assert h.hb("s3", -1).member_epoch == -1
+    assert "s3" not in h.shard.consumer_groups["g"].members
+
+
+def test_regex_subscriptions_follow_topics(h: Harness) -> None:
+    r = h.hb("a", 0, subscribed_topic_names=None, subscribed_topic_regex="t|u.*")
+    assert parts(h.owned(r)) == {0, 1, 2, 3}
+    new = h.topics.create("u1", 2)
+    h.topics.create("x", 2)
+    h.shard.on_topics_changed()
+    r = h.hb("a", r.member_epoch)
+    assert r.member_epoch == 2 and r.assignment is not None
+    assert {t for t, _ in r.assignment} == {TOPIC, new}
+
+
+def test_commits_and_fetches_are_checked_by_member_epoch(h: Harness) -> None:
+    r = h.hb("a", 0)
+
+    def commit(member: str, epoch: int, v9: bool = True) -> ErrorCode:
+        cmd = OffsetCommit(
+            "g", (OffsetCommitTopic("t", [(0, 5, -1, "")]),), epoch, member, group_id_not_found=v9
+        )
+        return h.shard.commit_offsets(cmd).topics[0][1][0][1]
+
+    assert commit("a", r.member_epoch) is ErrorCode.NONE
+    assert commit("a", r.member_epoch + 1) is ErrorCode.STALE_MEMBER_EPOCH
+    assert commit("ghost", 1) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit("a", r.member_epoch, v9=False) is ErrorCode.UNSUPPORTED_VERSION
+    fetched = h.shard.fetch_offsets(OffsetFetch("g", None, member_id="a", member_epoch=1))
+    assert fetched.error is ErrorCode.NONE and fetched.topics[0][1][0].offset == 5
+    stale = h.shard.fetch_offsets(OffsetFetch("g", None, member_id="a", member_epoch=7))
+    assert stale.error is ErrorCode.STALE_MEMBER_EPOCH
+
+
+def test_list_and_describe_know_both_group_types(h: Harness) -> None:
+    h.hb("a", 0)
+    listed = {g.group_id: (g.group_type, g.state) for g in h.shard.list_groups()}
+    assert listed == {"g": ("consumer", "Stable")}
+    assert h.shard.describe_group("g", True).error is ErrorCode.GROUP_ID_NOT_FOUND
+    assert h.shard.delete_group("g") is ErrorCode.NON_EMPTY_GROUP
+    h.hb("a", -1)
+    assert h.shard.delete_group("g") is ErrorCode.NONE
