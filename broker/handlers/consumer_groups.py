@@ -16,6 +16,7 @@ from broker.coordinator import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED
 from broker.handlers.registry import Fields, RequestContext, handler
 from protocol.errors import ErrorCode
+from protocol.fast.consumer import decode_consumer_group_heartbeat
 
 _LOGGED = frozenset(
     {
@@ -28,7 +29,7 @@ _LOGGED = frozenset(
 )
 
 
-@handler(68)
+@handler(68, decoder=decode_consumer_group_heartbeat)
 def handle_consumer_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields:
     owned = req["topic_partitions"]
     names = req["subscribed_topic_names"]

@@ -146,13 +146,26 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
         if nparts == 0:
             raise ValueError("null partitions array")
         parts: list[CommitPartition] = []
+        append = parts.append
         for _ in range(nparts - 1):
-            if pos + 16 > n:
+            if pos + 18 > n:
                 raise ValueError("partition runs past the end of the request")
             partition, offset, epoch = unpack(frame, pos)
-            metadata, pos = read_compact_string(frame, pos + 16)
-            pos = skip_tagged_fields(frame, pos)
-            parts.append((partition, offset, epoch, metadata))
+            pos += 16
+            mlen = frame[pos]
+            if mlen == 1:  # the usual empty metadata, then (usually) no tagged fields
+                metadata: str | None = ""
+                pos += 1
+            elif mlen == 0:
+                metadata = None
+                pos += 1
+            else:
+                metadata, pos = read_compact_string(frame, pos)
+            if pos < n and frame[pos] == 0:
+                pos += 1
+            else:
+                pos = skip_tagged_fields(frame, pos)
+            append((partition, offset, epoch, metadata))
         pos = skip_tagged_fields(frame, pos)
         topics.append((key, parts))
     pos = skip_tagged_fields(frame, pos)

@@ -42,7 +42,11 @@ def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
 
 def read_compact_string(data: bytes, pos: int) -> tuple[str | None, int]:
     """A compact (unsigned varint length + 1) nullable string."""
-    n, pos = read_uvarint(data, pos)
+    if pos < len(data) and data[pos] < 0x80:  # a length below 127: one byte
+        n = data[pos]
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
     if n == 0:
         return None, pos
     end = pos + n - 1

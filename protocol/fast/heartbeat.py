@@ -26,7 +26,10 @@ def decode_heartbeat(frame: bytes, pos: int, version: int) -> dict[str, object]:
     if version >= 3:
         instance, pos = read(frame, pos)
     if version >= FLEXIBLE_FROM:
-        pos = skip_tagged_fields(frame, pos)
+        if pos < len(frame) and frame[pos] == 0:  # no tagged fields
+            pos += 1
+        else:
+            pos = skip_tagged_fields(frame, pos)
     if pos != len(frame):
         raise ValueError(f"{len(frame) - pos} unread bytes after the request body")
     return {

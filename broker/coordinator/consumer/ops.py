@@ -143,6 +143,9 @@ class ConsumerGroupOps(ShardCore):
         return group
 
     def _heartbeat(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult:
+        steady = self._steady(cmd)
+        if steady is not None:
+            return steady
         joining = cmd.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         group = self._group(cmd.group_id, create=joining)
         old = self._member_for(group, cmd) if not joining else self._joiner(group, cmd)
@@ -205,6 +208,39 @@ class ConsumerGroupOps(ShardCore):
             member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
             assignment=to_partitions(reconciled.assigned) if send_assignment else None,
+        )
+
+    def _steady(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult | None:
+        """The common heartbeat, answered at once: a reconciled member at the group's epoch
+        whose request changes nothing (every optional field null) only resets its session."""
+        if (
+            cmd.owned_partitions is not None
+            or cmd.subscribed_topic_names is not None
+            or cmd.subscribed_topic_regex is not None
+            or cmd.server_assignor is not None
+            or cmd.rack_id is not None
+            or cmd.rebalance_timeout_ms != -1
+        ):
+            return None
+        group = self.consumer_groups.get(cmd.group_id)
+        if group is None:
+            return None
+        member = group.members.get(cmd.member_id)
+        epoch = cmd.member_epoch
+        if (
+            member is None
+            or member.member_epoch != epoch
+            or member.state is not MemberState.STABLE
+            or epoch != group.assignment_epoch
+            or group.group_epoch != epoch
+        ):
+            return None
+        self._schedule_session(group, member.member_id)
+        return ConsumerGroupHeartbeatResult(
+            ErrorCode.NONE,
+            member_id=member.member_id,
+            member_epoch=epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
         )
 
     def _joiner(self, group: ConsumerGroup, cmd: ConsumerGroupHeartbeat) -> ConsumerMember:

@@ -1,0 +1,84 @@
+"""ConsumerGroupHeartbeat (KIP-848): the hand-written request decoder, v0-v1 (flexible)."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from protocol.fast.common import read_compact_string, read_uvarint, skip_tagged_fields
+
+_I32 = struct.Struct(">i")
+
+
+def _string(frame: bytes, pos: int, what: str) -> tuple[str, int]:
+    value, pos = read_compact_string(frame, pos)
+    if value is None:
+        raise ValueError(f"null {what}")
+    return value, pos
+
+
+def _int32(frame: bytes, pos: int) -> tuple[int, int]:
+    if pos + 4 > len(frame):
+        raise ValueError("int32 runs past the end of the request")
+    return _I32.unpack_from(frame, pos)[0], pos + 4
+
+
+def _tags(frame: bytes, pos: int) -> int:
+    if pos < len(frame) and frame[pos] == 0:
+        return pos + 1
+    return skip_tagged_fields(frame, pos)
+
+
+def decode_consumer_group_heartbeat(frame: bytes, pos: int, version: int) -> dict[str, object]:
+    """ConsumerGroupHeartbeat v0-v1 into the general codec's dict (names and nulls alike)."""
+    n = len(frame)
+    group, pos = _string(frame, pos, "group id")
+    member, pos = _string(frame, pos, "member id")
+    epoch, pos = _int32(frame, pos)
+    instance, pos = read_compact_string(frame, pos)
+    rack, pos = read_compact_string(frame, pos)
+    rebalance, pos = _int32(frame, pos)
+    count, pos = read_uvarint(frame, pos)
+    names: list[str] | None = None
+    if count:
+        names = []
+        for _ in range(count - 1):
+            name, pos = _string(frame, pos, "topic name")
+            names.append(name)
+    regex = None
+    if version >= 1:
+        regex, pos = read_compact_string(frame, pos)
+    assignor, pos = read_compact_string(frame, pos)
+    count, pos = read_uvarint(frame, pos)
+    owned: list[dict[str, object]] | None = None
+    if count:
+        owned = []
+        for _ in range(count - 1):
+            if pos + 16 > n:
+                raise ValueError("topic id runs past the end of the request")
+            topic_id = uuid.UUID(bytes=frame[pos : pos + 16])
+            pos += 16
+            nparts, pos = read_uvarint(frame, pos)
+            if nparts == 0:
+                raise ValueError("null partitions array")
+            end = pos + 4 * (nparts - 1)
+            if end > n:
+                raise ValueError("partitions run past the end of the request")
+            parts = list(struct.unpack_from(f">{nparts - 1}i", frame, pos))
+            pos = _tags(frame, end)
+            owned.append({"topic_id": topic_id, "partitions": parts})
+    pos = _tags(frame, pos)
+    if pos != n:
+        raise ValueError(f"{n - pos} unread bytes after the request body")
+    return {
+        "group_id": group,
+        "member_id": member,
+        "member_epoch": epoch,
+        "instance_id": instance,
+        "rack_id": rack,
+        "rebalance_timeout_ms": rebalance,
+        "subscribed_topic_names": names,
+        "subscribed_topic_regex": regex,
+        "server_assignor": assignor,
+        "topic_partitions": owned,
+    }
