@@ -78,6 +78,7 @@ class GroupCoordinator:
         if topics is not None:
             for shard in self.shards:
                 shard.topics_view = topics
+        self.consumer_heartbeat_ms = config.consumer_heartbeat_interval_ms
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_partitions)
@@ -106,6 +107,11 @@ class GroupCoordinator:
     # --- KIP-848 consumer groups ------------------------------------------------------------
     def consumer_group_heartbeat(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult:
         return self.shard_for(cmd.group_id).consumer_group_heartbeat(cmd)
+
+    def consumer_group_steady_heartbeat(self, group_id: str, member_id: str, epoch: int) -> bool:
+        """A heartbeat that changes nothing, of a reconciled member: True if answered (its
+        session reset); False when the full ``consumer_group_heartbeat`` must run."""
+        return self.shard_for(group_id).steady_heartbeat(group_id, member_id, epoch)
 
     def consumer_group_describe(self, cmd: ConsumerGroupDescribe) -> ConsumerGroupDescribeResult:
         return ConsumerGroupDescribeResult(

@@ -16,7 +16,10 @@ from broker.coordinator import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED
 from broker.handlers.registry import Fields, RequestContext, handler
 from protocol.errors import ErrorCode
-from protocol.fast.consumer import decode_consumer_group_heartbeat
+from protocol.fast.consumer import (
+    decode_consumer_group_heartbeat,
+    encode_consumer_group_heartbeat_response,
+)
 
 _LOGGED = frozenset(
     {
@@ -30,9 +33,24 @@ _LOGGED = frozenset(
 
 
 @handler(68, decoder=decode_consumer_group_heartbeat)
-def handle_consumer_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields:
+def handle_consumer_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields | bytes:
     owned = req["topic_partitions"]
     names = req["subscribed_topic_names"]
+    coordinator = ctx.broker.coordinator
+    if (
+        owned is None
+        and names is None
+        and req["subscribed_topic_regex"] is None
+        and req["server_assignor"] is None
+        and req["rack_id"] is None
+        and req["rebalance_timeout_ms"] == -1
+        and coordinator.consumer_group_steady_heartbeat(
+            req["group_id"], req["member_id"], req["member_epoch"]
+        )
+    ):  # the common heartbeat: nothing changes, nothing to build
+        return encode_consumer_group_heartbeat_response(
+            0, None, req["member_id"], req["member_epoch"], coordinator.consumer_heartbeat_ms
+        )
     cmd = ConsumerGroupHeartbeat(
         group_id=req["group_id"],
         member_id=req["member_id"],
@@ -58,6 +76,10 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields:
             member_id=cmd.member_id,
             error=r.error.name,
             message=r.error_message,
+        )
+    if r.assignment is None:  # almost every heartbeat: encoded by hand
+        return encode_consumer_group_heartbeat_response(
+            int(r.error), r.error_message, r.member_id, r.member_epoch, r.heartbeat_interval_ms
         )
     return {
         "error_code": int(r.error),

@@ -31,6 +31,7 @@ _COMMIT_PART = {  # per partition, up to the metadata string's length (non-flexi
     6: struct.Struct(">iqih"),  # partition, offset, committed leader epoch, ...
 }
 _FLEX_PART = struct.Struct(">iqi")  # partition, offset, committed leader epoch
+_UUIDS: dict[bytes, uuid.UUID] = {}  # topic ids seen lately, by their 16 bytes
 
 # (partition, offset, leader epoch, metadata)
 CommitPartition = tuple[int, int, int, str | None]
@@ -136,7 +137,12 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
         if by_id:
             if pos + 16 > n:
                 raise ValueError("topic id runs past the end of the request")
-            key = uuid.UUID(bytes=frame[pos : pos + 16])
+            raw = frame[pos : pos + 16]
+            key = _UUIDS.get(raw)
+            if key is None:  # a client names the same few topics in every commit
+                if len(_UUIDS) > 4096:
+                    _UUIDS.clear()
+                key = _UUIDS[raw] = uuid.UUID(bytes=raw)
             pos += 16
         else:
             key, pos = read_compact_string(frame, pos)

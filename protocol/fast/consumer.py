@@ -82,3 +82,42 @@ def decode_consumer_group_heartbeat(frame: bytes, pos: int, version: int) -> dic
         "server_assignor": assignor,
         "topic_partitions": owned,
     }
+
+
+_HEAD = struct.Struct(">ih")  # throttle_time_ms, error_code
+_TAIL = struct.Struct(">ii")  # member_epoch, heartbeat_interval_ms
+
+
+def _compact(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    raw = value.encode()
+    n = len(raw) + 1
+    if n < 0x80:
+        return bytes((n,)) + raw
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out) + raw
+
+
+def encode_consumer_group_heartbeat_response(
+    error_code: int,
+    error_message: str | None,
+    member_id: str | None,
+    member_epoch: int,
+    heartbeat_interval_ms: int,
+) -> bytes:
+    """A ConsumerGroupHeartbeat response (v0-v1 share it) without an assignment (null):
+    the answer to almost every heartbeat."""
+    return b"".join(
+        (
+            _HEAD.pack(0, error_code),
+            _compact(error_message),
+            _compact(member_id),
+            _TAIL.pack(member_epoch, heartbeat_interval_ms),
+            b"\xff\x00",  # assignment null; no tagged fields
+        )
+    )

@@ -7,7 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocol.codec import UNKNOWN_TAGS
-from protocol.fast.consumer import decode_consumer_group_heartbeat
+from protocol.fast.consumer import (
+    decode_consumer_group_heartbeat,
+    encode_consumer_group_heartbeat_response,
+)
 from protocol.messages import lookup
 
 names = st.text(max_size=20)
@@ -82,3 +85,28 @@ def test_decoder_matches_the_general_codec(
 def test_decoder_rejects_malformed_bodies(body: bytes) -> None:
     with pytest.raises(ValueError):
         decode_consumer_group_heartbeat(body, 0, 1)
+
+
+@given(
+    version=st.integers(0, 1),
+    code=st.integers(-1, 130),
+    message=maybe,
+    member=maybe,
+    epoch=st.integers(-(2**31), 2**31 - 1),
+    interval=st.integers(-(2**31), 2**31 - 1),
+)
+def test_response_encoder_matches_the_general_codec(
+    version: int, code: int, message: str | None, member: str | None, epoch: int, interval: int
+) -> None:
+    spec = lookup(68, version)
+    assert spec is not None
+    fields = {
+        "error_code": code,
+        "error_message": message,
+        "member_id": member,
+        "member_epoch": epoch,
+        "heartbeat_interval_ms": interval,
+        "assignment": None,
+    }
+    ours = encode_consumer_group_heartbeat_response(code, message, member, epoch, interval)
+    assert ours == spec.encode_response(fields)

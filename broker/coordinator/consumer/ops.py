@@ -211,8 +211,6 @@ class ConsumerGroupOps(ShardCore):
         )
 
     def _steady(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult | None:
-        """The common heartbeat, answered at once: a reconciled member at the group's epoch
-        whose request changes nothing (every optional field null) only resets its session."""
         if (
             cmd.owned_partitions is not None
             or cmd.subscribed_topic_names is not None
@@ -222,11 +220,25 @@ class ConsumerGroupOps(ShardCore):
             or cmd.rebalance_timeout_ms != -1
         ):
             return None
-        group = self.consumer_groups.get(cmd.group_id)
-        if group is None:
+        if not self.steady_heartbeat(cmd.group_id, cmd.member_id, cmd.member_epoch):
             return None
-        member = group.members.get(cmd.member_id)
-        epoch = cmd.member_epoch
+        return ConsumerGroupHeartbeatResult(
+            ErrorCode.NONE,
+            member_id=cmd.member_id,
+            member_epoch=cmd.member_epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+        )
+
+    def steady_heartbeat(self, group_id: str, member_id: str, epoch: int) -> bool:
+        """The common heartbeat, answered at once: a reconciled member at the group's epoch
+        whose request changes nothing (every optional field null) only resets its session.
+        False when the full operation must run."""
+        if not self._active():
+            return False
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            return False
+        member = group.members.get(member_id)
         if (
             member is None
             or member.member_epoch != epoch
@@ -234,14 +246,9 @@ class ConsumerGroupOps(ShardCore):
             or epoch != group.assignment_epoch
             or group.group_epoch != epoch
         ):
-            return None
-        self._schedule_session(group, member.member_id)
-        return ConsumerGroupHeartbeatResult(
-            ErrorCode.NONE,
-            member_id=member.member_id,
-            member_epoch=epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-        )
+            return False
+        self._schedule_session(group, member_id)
+        return True
 
     def _joiner(self, group: ConsumerGroup, cmd: ConsumerGroupHeartbeat) -> ConsumerMember:
         member_id = cmd.member_id if cmd.client_generates_member_id or cmd.member_id else ""
