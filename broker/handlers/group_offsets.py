@@ -66,8 +66,9 @@ def _by_id(
     known: list[tuple[str, Any]] = []
     unknown: list[tuple[Any, Any]] = []
     names: dict[str, uuid.UUID] = {}
+    by_id = ctx.broker.topics.by_id
     for topic_id, parts in topics:
-        topic = ctx.broker.topics.by_id(topic_id)
+        topic = by_id(topic_id)
         if topic is None:
             unknown.append((topic_id, parts))
         else:

@@ -188,9 +188,13 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
 
 
 _PART_ERROR = struct.Struct(">ih")
+_FLEX_PART_ERROR = struct.Struct(">ihB")  # partition, error, empty tagged fields
+_SMALL = [bytes((i,)) for i in range(0x80)]
 
 
 def _uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -213,7 +217,8 @@ def encode_offset_commit_response(
     for key, parts in topics:
         count += 1
         if flexible:
-            packed = [pack(p, code) + b"\x00" for p, code in parts]
+            flex_pack = _FLEX_PART_ERROR.pack
+            packed = [flex_pack(p, code, 0) for p, code in parts]
             if isinstance(key, uuid.UUID):
                 head = key.bytes
             else:
