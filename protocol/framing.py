@@ -8,6 +8,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from protocol.codec import DecodeError
+from protocol.codec import read_uvarint as _read_uvarint
+
 _INT32 = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT16 = struct.Struct(">h")
@@ -128,19 +131,10 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
 
 
 def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(data):
-            raise MalformedHeader("varint runs past the end of the frame")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedHeader("varint longer than 5 bytes")
+    try:
+        return _read_uvarint(data, pos)
+    except DecodeError as exc:
+        raise MalformedHeader(str(exc)) from None
 
 
 def encode_response(correlation_id: int, body: bytes, header_v1: bool) -> bytes:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+from protocol.codec import read_uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -22,22 +24,6 @@ def read_string(data: bytes, pos: int) -> tuple[str | None, int]:
     if end > len(data):
         raise ValueError("string runs past the end of the request")
     return data[pos:end].decode("utf-8"), end
-
-
-def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("varint runs past the end of the request")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("unsigned varint longer than 5 bytes")
 
 
 def read_compact_string(data: bytes, pos: int) -> tuple[str | None, int]:
