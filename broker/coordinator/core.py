@@ -11,6 +11,7 @@ from protocol.errors import ErrorCode
 from .commands import JoinGroupResult, SyncGroupResult
 from .config import CoordinatorConfig
 from .consumer.group import ConsumerGroup
+from .consumer.records import CONSUMER_RECORD_TYPES, ConsumerRecord, ConsumerTombstoneRecord
 from .group import ClassicGroup, Member
 from .records import (
     BatchRecordSink,
@@ -150,8 +151,23 @@ class ShardCore:
             dead = self.groups.pop(record.group_id, None)
             if dead is not None:
                 self._kill_group(dead, ErrorCode.COORDINATOR_NOT_AVAILABLE, "group deleted")
+        elif type(record) in CONSUMER_RECORD_TYPES:
+            self._replay_consumer(record)
         else:  # pragma: no cover
             raise TypeError(f"unknown record {record!r}")
+
+    def _replay_consumer(self, record: ConsumerRecord) -> None:
+        """A KIP-848 group's record (load; live state is changed directly, as Kafka's
+        consumer groups replay their records live)."""
+        group = self.consumer_groups.get(record.group_id)
+        if group is None:
+            if isinstance(record, ConsumerTombstoneRecord):
+                return
+            group = self.consumer_groups[record.group_id] = ConsumerGroup(record.group_id)
+            self.groups.pop(record.group_id, None)  # offsets replayed first made a simple one
+        group.apply(record)
+        if group.dead:
+            del self.consumer_groups[record.group_id]
 
     def _kill_group(self, group: ClassicGroup, error: ErrorCode, reason: str) -> None:
         """Move to Dead, answer every parked request with ``error`` and drop its timers."""

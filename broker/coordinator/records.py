@@ -23,6 +23,7 @@ nullable strings ``int32 length (-1: None) | UTF-8``; bytes ``uint32 length | by
   int32 session timeout, protocol type, uint32 protocol count, (name, bytes metadata) per
   protocol, bytes assignment.
 - type 4, group tombstone: group.
+- types 5-12: KIP-848 consumer-group records, laid out in ``consumer.records``.
 
 A payload whose version is above ``RECORD_FORMAT_VERSION`` raises ``NewerRecordFormat``.
 """
@@ -33,6 +34,15 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+
+from .consumer.records import (
+    CONSUMER_RECORD_TYPES,
+    ConsumerRecord,
+    consumer_record_from_dict,
+    consumer_record_to_dict,
+    decode_consumer_record,
+    encode_consumer_record,
+)
 
 __all__ = [
     "JSON_RECORD_FORMAT_VERSION",
@@ -122,7 +132,13 @@ class GroupTombstoneRecord:
         return ("group", self.group_id)
 
 
-Record = OffsetCommitRecord | OffsetTombstoneRecord | GroupMetadataRecord | GroupTombstoneRecord
+Record = (
+    OffsetCommitRecord
+    | OffsetTombstoneRecord
+    | GroupMetadataRecord
+    | GroupTombstoneRecord
+    | ConsumerRecord  # KIP-848 consumer groups (broker.coordinator.consumer.records)
+)
 RecordSink = Callable[[Record], None]
 
 # One topic's partitions of an OffsetCommit: (partition, offset, leader epoch, metadata).
@@ -187,6 +203,9 @@ def _member_from_dict(d: dict[str, Any]) -> MemberRecord:
 
 def record_to_dict(record: Record) -> dict[str, Any]:
     """A JSON-able dict with ``v`` (format version) and ``type``."""
+    if type(record) in CONSUMER_RECORD_TYPES:
+        name, body = consumer_record_to_dict(record)  # type: ignore[arg-type]
+        return {"v": JSON_RECORD_FORMAT_VERSION, "type": name, **body}
     out: dict[str, Any] = {"v": JSON_RECORD_FORMAT_VERSION, "type": _NAMES[type(record)]}
     if isinstance(record, GroupMetadataRecord):
         out.update(
@@ -206,6 +225,9 @@ def record_to_dict(record: Record) -> dict[str, Any]:
 def record_from_dict(d: dict[str, Any]) -> Record:
     if d.get("v") != JSON_RECORD_FORMAT_VERSION:
         raise ValueError(f"unsupported JSON record format version {d.get('v')!r}")
+    consumer = consumer_record_from_dict(d["type"], d)
+    if consumer is not None:
+        return consumer
     cls = _TYPES[d["type"]]
     fields = {k: v for k, v in d.items() if k not in ("v", "type")}
     if cls is GroupMetadataRecord:
@@ -305,6 +327,8 @@ def encode_record(record: Record) -> bytes:
         return bytes(out)
     if type(record) is GroupMetadataRecord:
         return _encode_group(record)
+    if type(record) in CONSUMER_RECORD_TYPES:
+        return encode_consumer_record(record, RECORD_FORMAT_VERSION)  # type: ignore[arg-type]
     raise TypeError(f"not a record: {record!r}")
 
 
@@ -408,7 +432,7 @@ def decode_record(payload: bytes) -> Record:
         return _decode(payload)
     except RecordFormatError:
         raise
-    except (struct.error, UnicodeDecodeError, IndexError) as exc:
+    except (struct.error, UnicodeDecodeError, IndexError, ValueError) as exc:
         raise RecordFormatError(f"malformed record: {exc}") from None
 
 
@@ -483,7 +507,10 @@ def _decode(payload: bytes) -> Record:
             group_id, protocol_type, generation, protocol_name, leader, timestamp, tuple(members)
         )
     else:
-        raise RecordFormatError(f"unknown record type {kind}")
+        consumer = decode_consumer_record(payload)
+        if consumer is None:
+            raise RecordFormatError(f"unknown record type {kind}")
+        return consumer
     if r.pos != len(payload):
         raise RecordFormatError(f"{len(payload) - r.pos} bytes after the record")
     return record

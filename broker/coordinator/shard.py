@@ -76,6 +76,9 @@ class CoordinatorShard(MembershipOps, OffsetOps, ConsumerGroupOps):
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
+        for consumer in self.consumer_groups.values():
+            for consumer_member in consumer.members.values():
+                self._schedule_timers(consumer, consumer_member)
         self._schedule_retention()
 
     def _retention_key(self) -> str:
@@ -167,7 +170,7 @@ class CoordinatorShard(MembershipOps, OffsetOps, ConsumerGroupOps):
         if consumer is not None:
             if consumer.members:
                 return ErrorCode.NON_EMPTY_GROUP
-            del self.consumer_groups[group_id]
+            self.delete_consumer_group(group_id)
             for topic, parts in list(self.offsets.get(group_id, {}).items()):
                 for partition in list(parts):
                     self._emit(OffsetTombstoneRecord(group_id, topic, partition), apply=True)

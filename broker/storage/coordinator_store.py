@@ -39,6 +39,12 @@ from typing import Protocol
 
 import structlog
 
+from broker.coordinator.consumer.records import (
+    CONSUMER_RECORD_TYPES,
+    K_EPOCH,
+    ConsumerRecord,
+    ConsumerTombstoneRecord,
+)
 from broker.coordinator.core import OffsetAndMetadata
 from broker.coordinator.placement import partition_for
 from broker.coordinator.records import (
@@ -114,6 +120,8 @@ class ShardFiles:
     # Latest group metadata per group: a snapshot needs the records as emitted (a live
     # group in PreparingRebalance may differ from its last record).
     groups: dict[str, GroupMetadataRecord] = field(default_factory=dict)
+    # Latest KIP-848 consumer-group record per key (a tombstone removes its key).
+    consumer: dict[tuple[str, ...], ConsumerRecord] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,6 +131,7 @@ class Snapshot:
     shard: int
     groups: list[GroupMetadataRecord]
     offsets: list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]
+    consumer: list[ConsumerRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -380,6 +389,13 @@ class CoordinatorStore:
             files.groups[record.group_id] = record
         elif isinstance(record, GroupTombstoneRecord):
             files.groups.pop(record.group_id, None)
+        elif isinstance(record, ConsumerTombstoneRecord):
+            files.consumer.pop(record.key(), None)
+            if record.kind == K_EPOCH:  # the group is gone: every record of it
+                for key in [k for k in files.consumer if k[1] == record.group_id]:
+                    del files.consumer[key]
+        elif type(record) in CONSUMER_RECORD_TYPES:
+            files.consumer[record.key()] = record  # type: ignore[assignment]
 
     def sink_for(self, shard: int) -> _ShardSink:
         return _ShardSink(self, shard)
@@ -434,7 +450,12 @@ class CoordinatorStore:
         changed, self.changed = sorted(self.changed), set()
         return Rotation(
             [
-                Snapshot(p, list(self.shards[p].groups.values()), self.offsets_of(p))
+                Snapshot(
+                    p,
+                    list(self.shards[p].groups.values()),
+                    self.offsets_of(p),
+                    list(self.shards[p].consumer.values()),
+                )
                 for p in changed
             ],
             self.seq + 1,
@@ -497,6 +518,8 @@ class CoordinatorStore:
             f.write(entry(encode_header(next_seq)))
             for group in snapshot.groups:
                 f.write(entry(encode_record(group)))
+            for record in snapshot.consumer:
+                f.write(entry(encode_record(record)))
             for group_id, topic, parts in snapshot.offsets:
                 offsets += len(parts)
                 for block in encode_offset_blocks(group_id, topic, parts):

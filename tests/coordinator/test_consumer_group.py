@@ -205,3 +205,44 @@ def test_list_and_describe_know_both_group_types(h: Harness) -> None:
     assert h.shard.delete_group("g") is ErrorCode.NON_EMPTY_GROUP
     h.hb("a", -1)
     assert h.shard.delete_group("g") is ErrorCode.NONE
+
+
+def test_replaying_what_a_live_group_emitted_rebuilds_it() -> None:
+    emitted: list[object] = []
+    timers = ManualTimers()
+    live = CoordinatorShard(0, CONFIG, timers, emitted.append)  # type: ignore[arg-type]
+    topics = InMemoryTopics({"t": (TOPIC, 4)})
+    live.topics_view = topics
+    h = Harness.__new__(Harness)
+    h.timers, h.shard, h.topics = timers, live, topics
+    a = h.hb("a", 0)
+    h.hb("b", 0)
+    r = h.hb("a", 1, owned_partitions=h.owned(a))  # a revokes
+    h.hb("a", 1, owned_partitions=h.owned(r))
+    h.hb("b", 2)
+    h.hb("s1", 0, instance_id="i")
+    h.hb("s1", -2, instance_id="i")  # a static member away for now
+    h.hb("c", 0)
+    h.hb("c", -1)  # and one that left
+
+    loaded = CoordinatorShard(0, CONFIG, ManualTimers(), loaded=False)
+    loaded.load(emitted)  # type: ignore[arg-type]
+
+    def state(shard: CoordinatorShard) -> tuple[object, ...]:
+        g = shard.consumer_groups["g"]
+        return (
+            g.group_epoch,
+            g.assignment_epoch,
+            g.members,
+            g.static_members,
+            {m: to for m, to in g.target.items() if to},
+            g.partition_epochs,
+        )
+
+    assert state(loaded) == state(live)
+    # and the loaded group carries on: b heartbeats at its epoch without a reassignment
+    b = live.consumer_groups["g"].members["b"]
+    again = loaded.consumer_group_heartbeat(
+        ConsumerGroupHeartbeat("g", "b", b.member_epoch, client_generates_member_id=True)
+    )
+    assert again.error is ErrorCode.NONE and again.member_epoch == b.member_epoch

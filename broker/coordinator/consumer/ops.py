@@ -20,8 +20,10 @@ GroupMetadataManager.consumerGroupHeartbeat, in order):
 6. Timers: the session timeout (``group.consumer.session.timeout.ms``) removes a member that
    stops heartbeating; the rebalance timeout removes one that does not revoke in time.
 
-Consumer groups live in memory: their committed offsets are persisted like every group's,
-their membership is not (members rejoin after a restart).
+Every change is also a record for the sink (group epoch, member subscription, target member
+and epoch, current member assignment, tombstones), written to the coordinator log under
+``--data-dir`` and replayed at load, so a consumer group survives a restart with its epochs
+and assignments. The live state is changed directly (the records are for the log).
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ from .commands import (
 )
 from .group import Assignment, ConsumerGroup, ConsumerMember, MemberState, to_partitions
 from .reconcile import FencedByUnknownState, reconcile
+from .records import (
+    K_CURRENT,
+    K_EPOCH,
+    K_MEMBER,
+    K_TARGET,
+    ConsumerGroupEpochRecord,
+    ConsumerGroupTargetEpochRecord,
+    ConsumerGroupTargetMemberRecord,
+    ConsumerRecord,
+    ConsumerTombstoneRecord,
+)
 from .regex import InvalidRegex, compile_regex, matching_topics
 
 __all__ = ["ConsumerGroupOps"]
@@ -172,6 +185,7 @@ class ConsumerGroupOps(ShardCore):
             group.members[member.member_id] = member
             if member.instance_id is not None:
                 group.static_members[member.instance_id] = member.member_id
+            self._record(member.subscription_record(group.group_id))
             self._bump(group, f"member {member.member_id} joined or changed its subscription")
         else:
             group.members[member.member_id] = member
@@ -190,6 +204,8 @@ class ConsumerGroupOps(ShardCore):
             raise _Refused(ErrorCode.FENCED_MEMBER_EPOCH, "unknown member state") from None
         before = group.members[member.member_id]
         group._put_member(before, reconciled)
+        if new_member or reconciled != before:
+            self._record(reconciled.assignment_record(group.group_id))
         self._schedule_timers(group, reconciled)
         full = (
             cmd.rebalance_timeout_ms != -1
@@ -270,6 +286,13 @@ class ConsumerGroupOps(ShardCore):
                 epoch = previous.previous_member_epoch
                 taken = replace(previous, member_id=member_id, member_epoch=epoch)
                 group._put_member(taken, taken)
+                gid = group.group_id
+                for kind in (K_CURRENT, K_TARGET, K_MEMBER):
+                    self._record(ConsumerTombstoneRecord(kind, gid, previous.member_id))
+                self._record(taken.subscription_record(gid))
+                target = to_partitions(group.target.get(member_id, {}))
+                self._record(ConsumerGroupTargetMemberRecord(gid, member_id, target))
+                self._record(taken.assignment_record(gid))
                 self.log.info(
                     "consumer_static_member_replaced",
                     group_id=group.group_id,
@@ -328,11 +351,13 @@ class ConsumerGroupOps(ShardCore):
             )
         if cmd.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Kept, with its assignment, until it rejoins or its session times out.
-            group.members[member.member_id] = replace(
+            left = replace(
                 member,
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 previous_member_epoch=member.member_epoch,
             )
+            group.members[member.member_id] = left
+            self._record(left.assignment_record(group.group_id))
             self.timers.cancel(revoke_key(group.group_id, member.member_id))
             self._schedule_session(group, member.member_id)
         else:
@@ -350,6 +375,8 @@ class ConsumerGroupOps(ShardCore):
         if instance is not None and group.static_members.get(instance) == member_id:
             del group.static_members[instance]
         group.target.pop(member_id, None)
+        for kind in (K_CURRENT, K_TARGET, K_MEMBER):
+            self._record(ConsumerTombstoneRecord(kind, group.group_id, member_id))
         self._bump(group, f"member {member_id} {reason}")
 
     def _forget_member(self, group: ConsumerGroup, member_id: str) -> None:
@@ -395,6 +422,7 @@ class ConsumerGroupOps(ShardCore):
     def _bump(self, group: ConsumerGroup, reason: str) -> None:
         group.group_epoch += 1
         group.subscription_metadata = self._metadata(group)
+        self._record(ConsumerGroupEpochRecord(group.group_id, group.group_epoch))
         self.log.info(
             "consumer_group_epoch", group_id=group.group_id, epoch=group.group_epoch, reason=reason
         )
@@ -430,9 +458,26 @@ class ConsumerGroupOps(ShardCore):
             else DEFAULT_SERVER_ASSIGNOR
         )
         result = SERVER_ASSIGNORS[name].assign(members, partitions)
+        old_target = group.target
         group.target = {mid: dict(result.get(mid, {})) for mid in group.members}
         group.assignment_epoch = group.group_epoch
         group.assignor_name = name
+        if self.persisting:
+            gid = group.group_id
+            for mid, target in group.target.items():
+                if old_target.get(mid) != target:
+                    self._record(ConsumerGroupTargetMemberRecord(gid, mid, to_partitions(target)))
+            self._record(ConsumerGroupTargetEpochRecord(gid, group.assignment_epoch))
+
+    def _record(self, record: ConsumerRecord) -> None:
+        """To the sink only: the live group already holds the change (records are replayed
+        at load)."""
+        if self.persisting:
+            self.sink(record)
+
+    def delete_consumer_group(self, group_id: str) -> None:
+        del self.consumer_groups[group_id]
+        self._record(ConsumerTombstoneRecord(K_EPOCH, group_id))
 
     def on_topics_changed(self) -> None:
         """Topics were created, deleted or grew: groups whose subscriptions resolve to other
