@@ -39,6 +39,10 @@ class MembershipOps(ShardCore):
         """JoinGroup. The Deferred is already resolved unless the request is parked."""
         waiter: Deferred[JoinGroupResult] = Deferred()
         error = self._join_precheck(cmd)
+        if error is ErrorCode.NONE and cmd.group_id in self.consumer_groups:
+            # A KIP-848 group: a classic member cannot join it (no online migration yet);
+            # Kafka's "Group X is not a classic group."
+            error = ErrorCode.GROUP_ID_NOT_FOUND
         if error is not ErrorCode.NONE:
             waiter.resolve(JoinGroupResult(error, member_id=cmd.member_id))
             return waiter

@@ -246,3 +246,14 @@ def test_replaying_what_a_live_group_emitted_rebuilds_it() -> None:
         ConsumerGroupHeartbeat("g", "b", b.member_epoch, client_generates_member_id=True)
     )
     assert again.error is ErrorCode.NONE and again.member_epoch == b.member_epoch
+
+
+def test_a_classic_join_cannot_take_over_a_consumer_group(h: Harness) -> None:
+    from broker.coordinator import JoinGroup
+
+    h.hb("a", 0)
+    joined = h.shard.join_group(
+        JoinGroup("g", "", 10_000, 10_000, "consumer", (("range", b""),))
+    ).result()
+    assert joined.error is ErrorCode.GROUP_ID_NOT_FOUND
+    assert "g" not in h.shard.groups and "g" in h.shard.consumer_groups
