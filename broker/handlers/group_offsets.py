@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from broker.coordinator import (
@@ -33,9 +32,20 @@ TOPIC_IDS_FROM = 10
 @handler(8, decoder=decode_offset_commit)
 def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     topics = req["topics"]
+    by_id = ctx.api_version >= TOPIC_IDS_FROM
+    ids: list[uuid.UUID] = []
     unknown: list[tuple[Any, Any]] = []
-    if ctx.api_version >= TOPIC_IDS_FROM:
-        topics, unknown, names = _by_id(ctx, topics)
+    if by_id:  # v10: topics named by id; the coordinator keys offsets by name
+        known = []
+        lookup = ctx.broker.topics.by_id
+        for topic_id, parts in topics:
+            topic = lookup(topic_id)
+            if topic is None:
+                unknown.append((topic_id, [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts]))
+            else:
+                known.append((topic.name, parts))
+                ids.append(topic_id)
+        topics = known
     cmd = OffsetCommit(
         group_id=req["group_id"],
         # The decoder's (partition, offset, leader_epoch, metadata) tuples, as they are.
@@ -47,34 +57,14 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
         group_id_not_found=ctx.api_version >= 9,
     )
     result = ctx.broker.coordinator.commit_offsets(cmd) if topics else None
-    answered: list[tuple[Any, Any]] = list(result.topics) if result is not None else []
-    if ctx.api_version >= TOPIC_IDS_FROM:
-        answered = [(names[name], parts) for name, parts in answered]
-        answered += [
-            (topic_id, [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts])
-            for topic_id, parts in unknown
-        ]
+    answered: Any = result.topics if result is not None else ()
+    if by_id:  # the coordinator answers topics in the order asked
+        answered = [
+            (topic_id, parts) for topic_id, (_name, parts) in zip(ids, answered, strict=True)
+        ] + unknown
     body = encode_offset_commit_response(ctx.api_version, answered)
     # Under --fsync always the commit is answered only once its records are on disk.
     return when_durable(ctx.broker.state_synced(), body) if result is not None else body
-
-
-def _by_id(
-    ctx: RequestContext, topics: Sequence[tuple[Any, Any]]
-) -> tuple[list[tuple[str, Any]], list[tuple[Any, Any]], dict[str, uuid.UUID]]:
-    """Topics named by id: (known ones by name, unknown ones by id, name -> id)."""
-    known: list[tuple[str, Any]] = []
-    unknown: list[tuple[Any, Any]] = []
-    names: dict[str, uuid.UUID] = {}
-    by_id = ctx.broker.topics.by_id
-    for topic_id, parts in topics:
-        topic = by_id(topic_id)
-        if topic is None:
-            unknown.append((topic_id, parts))
-        else:
-            known.append((topic.name, parts))
-            names[topic.name] = topic_id
-    return known, unknown, names
 
 
 def when_durable(synced: asyncio.Future[None] | None, reply: Fields | bytes) -> Reply:
