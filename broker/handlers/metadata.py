@@ -68,7 +68,7 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
         for item in requested:
             name = item["name"]
             topic_id = item["topic_id"]
-            if name is None:  # v10+: asked for by id
+            if topic_id != ZERO_UUID:  # v10+: asked for by id (the name is null or empty)
                 if topic_id in seen:
                     continue
                 seen.add(topic_id)

@@ -5,7 +5,9 @@ interval 500 ms) and prints one summary line asserted here: three members share 
 partitions and consume every record once; a fourth joins and only the partitions that move
 are revoked, none ever owned twice; ``Admin.describeConsumerGroups`` shows a CONSUMER group
 with its epoch and assignments; a static member restarts and keeps its partitions while the
-others are not disturbed. The broker records the versions the client negotiates.
+others are not disturbed; a broker-side regex subscription (``SubscriptionPattern``, RE2)
+picks up a new matching topic and not another. The broker records the versions the client
+negotiates.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ async def test_java_consumer_protocol_group(
     assert (s["type"], s["members"], s["described_partitions"]) == ("Consumer", 4, 6), where
     assert s["state"] in ("Stable", "Reconciling") and s["group_epoch"] >= 4, where
     assert s["static_kept"] and s["others_undisturbed"], where
+    assert s["regex_topics"] == "jcp-rx-a,jcp-rx-b", where  # not other-jcp
     assert s["errors"] == "", where
     # the newest versions: ConsumerGroupHeartbeat v1, and the KIP-848 consumer's commits by id
     assert versions[68] == {HANDLERS[68].max_version}, versions

@@ -55,7 +55,8 @@ async def test_metadata_names_topics_by_id_and_answers_requests_by_id(
     resp = await wire.request(
         METADATA,
         12,
-        {"topics": [{"topic_id": topic_id, "name": None}, {"topic_id": ghost, "name": None}]},
+        # by id: a null name, or an empty one as the Java client sends
+        {"topics": [{"topic_id": topic_id, "name": None}, {"topic_id": ghost, "name": ""}]},
     )
     known, unknown = resp["topics"]
     assert (known["name"], known["topic_id"], len(known["partitions"])) == ("ids", topic_id, 2)

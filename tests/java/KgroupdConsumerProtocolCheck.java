@@ -20,6 +20,7 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -30,7 +31,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * kafka-clients 4.3 with group.protocol=consumer (KIP-848) against kgroupd, in one JVM: three
  * members share six partitions and consume every record once, committing; a fourth joins and
  * only the partitions that move are revoked (never owned twice); a static member restarts and
- * keeps its partitions; Admin.describeConsumerGroups shows the group. Prints one line
+ * keeps its partitions; Admin.describeConsumerGroups shows the group; a broker-side regex
+ * subscription (SubscriptionPattern, RE2) picks up a new matching topic. Prints one line
  * "KGROUPD_CONSUMER_PROTOCOL <json>".
  */
 public final class KgroupdConsumerProtocolCheck {
@@ -66,7 +68,16 @@ public final class KgroupdConsumerProtocolCheck {
 
         Member start(String topic) {
             consumer.subscribe(List.of(topic), this);
-            thread = new Thread(this, name);
+            return run(name);
+        }
+
+        Member start(SubscriptionPattern pattern) {  // evaluated by the broker (RE2)
+            consumer.subscribe(pattern, this);
+            return run(name);
+        }
+
+        private Member run(String threadName) {
+            thread = new Thread(this, threadName);
             thread.start();
             return this;
         }
@@ -184,6 +195,18 @@ public final class KgroupdConsumerProtocolCheck {
             await("the static member's partitions", () -> again.assigned.equals(held));
             boolean quiet = members.subList(1, 4).stream().allMatch(m -> m.revoked.isEmpty());
             json.append(",\"static_kept\":true,\"others_undisturbed\":").append(quiet);
+
+            step = "regex";
+            admin.createTopics(List.of(new NewTopic(topic + "-rx-a", 2, (short) 1))).all().get();
+            Member rx = new Member(bootstrap, group + "-rx", "rx", null)
+                .start(new SubscriptionPattern(topic + "-rx-.*"));
+            members.add(rx);
+            await("the first matching topic", () -> rx.assigned.size() == 2);
+            admin.createTopics(List.of(new NewTopic(topic + "-rx-b", 2, (short) 1), new NewTopic("other-" + topic, 2, (short) 1))).all().get();
+            await("the new matching topic", () -> rx.assigned.size() == 4);
+            Set<String> rxTopics = new TreeSet<>();
+            for (TopicPartition tp : rx.assigned) rxTopics.add(tp.topic());
+            json.append(",\"regex_topics\":\"").append(String.join(",", rxTopics)).append('"');
 
             step = "close";
             for (Member m : members) m.close();
