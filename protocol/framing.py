@@ -120,6 +120,8 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
             raise MalformedHeader("client id is not UTF-8") from exc
         pos += n
     if flexible:
+        if pos < len(frame) and frame[pos] == 0:  # no tagged fields (every client, today)
+            return RequestHeader(api_key, api_version, correlation_id, client_id, pos + 1)
         count, pos = read_uvarint(frame, pos)
         for _ in range(count):
             _tag, pos = read_uvarint(frame, pos)

@@ -127,7 +127,11 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
     if group is None or member is None:
         raise ValueError("null group id or member id")
     by_id = version >= TOPIC_IDS_FROM
-    ntopics, pos = read_uvarint(frame, pos)
+    if pos < n and frame[pos] < 0x80:
+        ntopics = frame[pos]
+        pos += 1
+    else:
+        ntopics, pos = read_uvarint(frame, pos)
     if ntopics == 0:
         raise ValueError("null topics array")
     topics: list[tuple[str | uuid.UUID, list[CommitPartition]]] = []
@@ -148,7 +152,11 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
             key, pos = read_compact_string(frame, pos)
             if key is None:
                 raise ValueError("null topic name")
-        nparts, pos = read_uvarint(frame, pos)
+        if pos < n and frame[pos] < 0x80:
+            nparts = frame[pos]
+            pos += 1
+        else:
+            nparts, pos = read_uvarint(frame, pos)
         if nparts == 0:
             raise ValueError("null partitions array")
         parts: list[CommitPartition] = []
