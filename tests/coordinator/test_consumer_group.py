@@ -257,3 +257,16 @@ def test_a_classic_join_cannot_take_over_a_consumer_group(h: Harness) -> None:
     ).result()
     assert joined.error is ErrorCode.GROUP_ID_NOT_FOUND
     assert "g" not in h.shard.groups and "g" in h.shard.consumer_groups
+
+
+def test_a_static_member_that_never_comes_back_releases_its_partitions(h: Harness) -> None:
+    s1 = h.hb("s1", 0, instance_id="i")
+    assert parts(h.owned(s1)) == {0, 1, 2, 3}
+    h.hb("s1", -2, instance_id="i")
+    joined = h.hb("b", 0)
+    assert parts(h.owned(joined)) == set()  # still held by the static member, away
+    for _ in range(12):  # past its session timeout, b keeps heartbeating
+        h.timers.advance(SESSION // 10)
+        got = h.hb("b", h.shard.consumer_groups["g"].members["b"].member_epoch)
+    assert "s1" not in h.shard.consumer_groups["g"].members
+    assert got.error is ErrorCode.NONE and parts(to_owned(h, "b")) == {0, 1, 2, 3}

@@ -6,8 +6,9 @@ partitions and consume every record once; a fourth joins and only the partitions
 are revoked, none ever owned twice; ``Admin.describeConsumerGroups`` shows a CONSUMER group
 with its epoch and assignments; a static member restarts and keeps its partitions while the
 others are not disturbed; a broker-side regex subscription (``SubscriptionPattern``, RE2)
-picks up a new matching topic and not another. The broker records the versions the client
-negotiates.
+picks up a new matching topic and not another; a member killed without leaving (SIGKILL of
+a second JVM) loses its partitions after the session timeout; a new set of members resumes at
+the commits. The broker records the versions the client negotiates.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.java
 MAIN_CLASS = "KgroupdConsumerProtocolCheck"
 PREFIX = "KGROUPD_CONSUMER_PROTOCOL "
 RECORDS = 3000
+SESSION_MS = 3000
 
 
 @pytest_asyncio.fixture
@@ -40,8 +42,8 @@ async def server() -> AsyncIterator[KafkaServer]:
         log_level="warning",
         group_consumer_min_heartbeat_interval_ms=100,
         group_consumer_heartbeat_interval_ms=500,
-        group_consumer_min_session_timeout_ms=2000,
-        group_consumer_session_timeout_ms=10000,
+        group_consumer_min_session_timeout_ms=1000,
+        group_consumer_session_timeout_ms=SESSION_MS,
     ) as srv:
         yield srv
 
@@ -83,6 +85,10 @@ async def test_java_consumer_protocol_group(
     assert s["state"] in ("Stable", "Reconciling") and s["group_epoch"] >= 4, where
     assert s["static_kept"] and s["others_undisturbed"], where
     assert s["regex_topics"] == "jcp-rx-a,jcp-rx-b", where  # not other-jcp
+    # a member killed without leaving (SIGKILL of a second JVM) loses its partitions after the
+    # session timeout, not before; a new set of members resumes at the commits
+    assert SESSION_MS - 1000 <= s["killed_reassigned_ms"] <= SESSION_MS + 10_000, where
+    assert (s["resumed"], s["old_reread_after_resume"]) == (300, 0), where
     assert s["errors"] == "", where
     # the newest versions: ConsumerGroupHeartbeat v1, and the KIP-848 consumer's commits by id
     assert versions[68] == {HANDLERS[68].max_version}, versions

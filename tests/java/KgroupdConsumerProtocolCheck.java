@@ -40,6 +40,9 @@ public final class KgroupdConsumerProtocolCheck {
     static final List<String> DOUBLE = Collections.synchronizedList(new ArrayList<>());
     static final Set<String> SEEN = ConcurrentHashMap.newKeySet();
     static final AtomicInteger DUPLICATES = new AtomicInteger();
+    // After the restart: records from before it read again (must stay 0).
+    static final AtomicInteger OLD_REREAD = new AtomicInteger();
+    static volatile int resumeBelow = -1;
 
     static final class Member implements Runnable, ConsumerRebalanceListener {
         final String name;
@@ -89,6 +92,7 @@ public final class KgroupdConsumerProtocolCheck {
                     ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
                     for (ConsumerRecord<String, String> r : batch) {
                         if (!SEEN.add(r.value())) DUPLICATES.incrementAndGet();
+                        if (Integer.parseInt(r.value().substring(1)) < resumeBelow) OLD_REREAD.incrementAndGet();
                         records.incrementAndGet();
                     }
                     if (!batch.isEmpty()) consumer.commitSync();
@@ -136,7 +140,20 @@ public final class KgroupdConsumerProtocolCheck {
         return out;
     }
 
+    /** The member killed without leaving: a second JVM (args: victim BOOTSTRAP TOPIC GROUP). */
+    static void victim(String[] args) throws Exception {
+        Member m = new Member(args[1], args[3], "victim", null).start(args[2]);
+        while (m.assigned.isEmpty()) Thread.sleep(20);
+        System.out.println("VICTIM_ASSIGNED " + m.assigned.size());
+        System.out.flush();
+        Thread.sleep(600000);  // until killed
+    }
+
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("victim")) {
+            victim(args);
+            return;
+        }
         String bootstrap = args[0], topic = args[1], group = args[2];
         int total = Integer.parseInt(args[3]);
         StringBuilder json = new StringBuilder("{");
@@ -208,8 +225,41 @@ public final class KgroupdConsumerProtocolCheck {
             for (TopicPartition tp : rx.assigned) rxTopics.add(tp.topic());
             json.append(",\"regex_topics\":\"").append(String.join(",", rxTopics)).append('"');
 
+            step = "killed";
+            Process victim = new ProcessBuilder(
+                    System.getProperty("java.home") + "/bin/java",
+                    "-cp", System.getProperty("java.class.path"),
+                    "-Dslf4j.provider=StderrSlf4jProvider",
+                    KgroupdConsumerProtocolCheck.class.getName(), "victim", bootstrap, topic, group)
+                .redirectError(ProcessBuilder.Redirect.DISCARD)
+                .start();
+            java.io.BufferedReader out = new java.io.BufferedReader(
+                new java.io.InputStreamReader(victim.getInputStream()));
+            String line = out.readLine();
+            if (line == null || !line.startsWith("VICTIM_ASSIGNED")) throw new IllegalStateException("victim: " + line);
+            List<Member> live = members.subList(0, 4);
+            await("the victim's partitions released", () -> live.stream().mapToInt(m -> m.assigned.size()).sum() < 6);
+            victim.destroyForcibly().waitFor();  // SIGKILL: no leave
+            long killed = System.currentTimeMillis();
+            await("the killed member's partitions back", () -> live.stream().mapToInt(m -> m.assigned.size()).sum() == 6);
+            json.append(",\"killed_reassigned_ms\":").append(System.currentTimeMillis() - killed);
+
             step = "close";
             for (Member m : members) m.close();
+
+            step = "resume";  // a new set of members resumes at the commits
+            int seenBefore = SEEN.size();
+            resumeBelow = total;
+            try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+                for (int i = total; i < total + 300; i++) producer.send(new ProducerRecord<>(topic, i % 6, null, "r" + i));
+            }
+            List<Member> again2 = new ArrayList<>();
+            for (int i = 0; i < 3; i++) again2.add(new Member(bootstrap, group, "n" + i, null).start(topic));
+            await("300 new records", () -> SEEN.size() >= seenBefore + 300);
+            Thread.sleep(500);
+            for (Member m : again2) m.close();
+            json.append(",\"resumed\":").append(SEEN.size() - seenBefore);
+            json.append(",\"old_reread_after_resume\":").append(OLD_REREAD.get());
             StringBuilder errors = new StringBuilder();
             for (Member m : members) if (m.error != null) errors.append(m.error).append(';');
             json.append(",\"double_owned\":").append(DOUBLE.size());

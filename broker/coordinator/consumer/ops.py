@@ -356,7 +356,7 @@ class ConsumerGroupOps(ShardCore):
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 previous_member_epoch=member.member_epoch,
             )
-            group.members[member.member_id] = left
+            group._put_member(member, left)  # its partitions stay held, now at epoch -2
             self._record(left.assignment_record(group.group_id))
             self.timers.cancel(revoke_key(group.group_id, member.member_id))
             self._schedule_session(group, member.member_id)
