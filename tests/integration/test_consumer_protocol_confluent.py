@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest_asyncio
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.server import KafkaServer
@@ -74,6 +74,7 @@ class Member:
     assigned: set[tuple[str, int]] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
     errors: list[str] = field(default_factory=list)
+    stale_commits: int = 0
     consumer: Any = None
     thread: threading.Thread | None = None
 
@@ -113,7 +114,14 @@ class Member:
                 self.errors.append(str(msg.error()))
                 continue
             self.values.append(msg.value())
-            self.consumer.commit(msg, asynchronous=False)
+            try:
+                self.consumer.commit(msg, asynchronous=False)
+            except KafkaException as exc:
+                # A commit racing the member's own epoch bump: STALE_MEMBER_EPOCH, as Kafka
+                # answers it; the record may be read again by its next owner.
+                if exc.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+                    raise
+                self.stale_commits += 1
 
     def close(self) -> None:
         self.stop.set()
@@ -166,7 +174,9 @@ async def test_three_members_share_six_partitions_commit_and_resume(server: Kafk
     try:
         await until(lambda: sum(len(m.values) for m in again) >= 600, 60, "600 new records")
         await asyncio.sleep(0.5)
-        assert sorted(int(v) for m in again for v in m.values) == list(range(30_000, 30_600))
+        # nothing from before is read again (records of the new batch may be, when a commit
+        # races a rebalance of the new members)
+        assert {int(v) for m in again for v in m.values} == set(range(30_000, 30_600))
     finally:
         for m in again:
             await asyncio.to_thread(m.close)
@@ -181,21 +191,21 @@ async def test_a_fourth_member_takes_only_what_moves_and_a_silent_member_is_fenc
     members = [Member(f"m{i}", bootstrap, "mv-g", owners, ["mv"]).start() for i in range(3)]
     try:
         await until(lambda: sum(len(m.assigned) for m in members) == 8, 30, "8 partitions owned")
+        await settled(server.port, "mv-g", members)
         before = {m.name: set(m.assigned) for m in members}
         for m in members:
             m.revoked.clear()
         fourth = Member("m3", bootstrap, "mv-g", owners, ["mv"]).start()
         members.append(fourth)
         await until(lambda: len(fourth.assigned) == 2, 30, "the fourth member's partitions")
-        await until(
-            lambda: sum(len(m.assigned) for m in members) == 8, 30, "8 partitions owned by 4"
-        )
+        await settled(server.port, "mv-g", members)
+        # Exactly the partitions that moved were revoked, each by its previous owner.
         # Exactly the partitions that moved were revoked, each by its previous owner.
         for m in members[:3]:
             revoked = {tp for batch in m.revoked for tp in batch}
             assert revoked == before[m.name] - m.assigned, m.name
+        assert not owners.double, owners.double
         assert fourth.assigned == set().union(*(before[m.name] - m.assigned for m in members[:3]))
-        assert not owners.double
         # A member that dies without leaving (a raw-wire member that stops heartbeating)
         # loses its partitions after the session timeout, and they go back to the others.
         async with await WireClient.connect(server.port) as wire:
@@ -212,6 +222,28 @@ async def test_a_fourth_member_takes_only_what_moves_and_a_silent_member_is_fenc
     finally:
         for m in members:
             await asyncio.to_thread(m.close)
+
+
+async def settled(port: int, group: str, members: list[Member]) -> None:
+    """Until the group is Stable and every member's own view (its callbacks, which librdkafka
+    runs in poll(), after it acknowledged) is what the broker assigned it."""
+    async with await WireClient.connect(port) as wire:
+        deadline = time.monotonic() + 30
+        while True:
+            (g,) = (await wire.request(69, 1, {"group_ids": [group]}))["groups"]
+            broker_view = {
+                m["client_id"]: {
+                    (t["topic_name"], p)
+                    for t in m["assignment"]["topic_partitions"]
+                    for p in t["partitions"]
+                }
+                for m in g["members"]
+            }
+            client_view = {m.name: set(m.assigned) for m in members}
+            if g["group_state"] == "Stable" and broker_view == client_view:
+                return
+            assert time.monotonic() < deadline, f"not settled: {g} {client_view}"
+            await asyncio.sleep(0.05)
 
 
 async def join_and_hold(wire: WireClient, group: str, topic: str) -> set[tuple[Any, int]]:
