@@ -8,7 +8,16 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from .commands import JoinGroupResult, SyncGroupResult
+from .commands import (
+    Heartbeat,
+    HeartbeatResult,
+    JoinGroup,
+    JoinGroupResult,
+    LeaveGroup,
+    LeaveGroupResult,
+    SyncGroup,
+    SyncGroupResult,
+)
 from .config import CoordinatorConfig
 from .consumer.group import ConsumerGroup
 from .consumer.records import CONSUMER_RECORD_TYPES, ConsumerRecord, ConsumerTombstoneRecord
@@ -192,6 +201,25 @@ class ShardCore:
         )
 
     def _expire_heartbeat(self, group_id: str, member_id: str, group: ClassicGroup) -> None:
+        raise NotImplementedError
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        raise NotImplementedError  # MembershipOps
+
+    # Classic members in a KIP-848 group (consumer.migration.MigrationOps)
+    def classic_join_consumer(self, cmd: JoinGroup) -> JoinGroupResult:
+        raise NotImplementedError
+
+    def classic_sync_consumer(self, cmd: SyncGroup) -> SyncGroupResult:
+        raise NotImplementedError
+
+    def classic_heartbeat_consumer(self, cmd: Heartbeat) -> HeartbeatResult:
+        raise NotImplementedError
+
+    def classic_leave_consumer(self, cmd: LeaveGroup) -> LeaveGroupResult:
+        raise NotImplementedError
+
+    def delete_consumer_group(self, group_id: str) -> None:
         raise NotImplementedError
 
     def _drop_member(self, group: ClassicGroup, member_id: str) -> Member | None:

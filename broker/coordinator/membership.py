@@ -39,10 +39,12 @@ class MembershipOps(ShardCore):
         """JoinGroup. The Deferred is already resolved unless the request is parked."""
         waiter: Deferred[JoinGroupResult] = Deferred()
         error = self._join_precheck(cmd)
-        if error is ErrorCode.NONE and cmd.group_id in self.consumer_groups:
-            # A KIP-848 group: a classic member cannot join it (no online migration yet);
-            # Kafka's "Group X is not a classic group."
-            error = ErrorCode.GROUP_ID_NOT_FOUND
+        consumer = self.consumer_groups.get(cmd.group_id) if error is ErrorCode.NONE else None
+        if consumer is not None:
+            if consumer.members:  # a classic member joins a KIP-848 group
+                waiter.resolve(self.classic_join_consumer(cmd))
+                return waiter
+            self.delete_consumer_group(cmd.group_id)  # an empty one becomes a classic group
         if error is not ErrorCode.NONE:
             waiter.resolve(JoinGroupResult(error, member_id=cmd.member_id))
             return waiter
@@ -463,6 +465,9 @@ class MembershipOps(ShardCore):
             waiter.resolve(SyncGroupResult(ErrorCode.INVALID_GROUP_ID))
             return waiter
         error = self.availability_error()
+        if error is ErrorCode.NONE and cmd.group_id in self.consumer_groups:
+            waiter.resolve(self.classic_sync_consumer(cmd))
+            return waiter
         group = self.groups.get(cmd.group_id)
         if error is ErrorCode.NONE:
             error = (
@@ -528,6 +533,8 @@ class MembershipOps(ShardCore):
             return HeartbeatResult(ErrorCode.NONE)
         if error is not ErrorCode.NONE:
             return HeartbeatResult(error)
+        if cmd.group_id in self.consumer_groups:
+            return self.classic_heartbeat_consumer(cmd)
         group = self.groups.get(cmd.group_id)
         if group is None:
             return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -553,6 +560,8 @@ class MembershipOps(ShardCore):
         error = self.availability_error()
         if error is not ErrorCode.NONE:
             return LeaveGroupResult(error)
+        if cmd.group_id in self.consumer_groups:
+            return self.classic_leave_consumer(cmd)
         group = self.groups.get(cmd.group_id)
         if group is None:
             return LeaveGroupResult(

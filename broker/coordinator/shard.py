@@ -8,7 +8,7 @@ from protocol.errors import ErrorCode
 
 from .commands import DescribedGroup, DescribedMember, ListedGroup
 from .config import CoordinatorConfig
-from .consumer.ops import ConsumerGroupOps
+from .consumer.migration import MigrationOps
 from .core import OffsetAndMetadata, heartbeat_key
 from .group import ClassicGroup
 from .membership import MembershipOps
@@ -20,7 +20,7 @@ from .timers import Timers
 __all__ = ["CoordinatorShard"]
 
 
-class CoordinatorShard(MembershipOps, OffsetOps, ConsumerGroupOps):
+class CoordinatorShard(MembershipOps, OffsetOps, MigrationOps):
     """Owns the groups, offsets and static-member assignments of one offsets partition.
 
     Every operation is a plain synchronous method: on one event loop nothing interleaves

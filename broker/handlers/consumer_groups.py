@@ -140,7 +140,7 @@ def handle_consumer_group_describe(ctx: RequestContext, req: Fields) -> Fields:
                         "subscribed_topic_regex": m.subscribed_topic_regex,
                         "assignment": named(m.assignment),
                         "target_assignment": named(m.target_assignment),
-                        "member_type": -1,
+                        "member_type": m.member_type,
                     }
                     for m in g.members
                 ],

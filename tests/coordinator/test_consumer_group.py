@@ -248,15 +248,15 @@ def test_replaying_what_a_live_group_emitted_rebuilds_it() -> None:
     assert again.error is ErrorCode.NONE and again.member_epoch == b.member_epoch
 
 
-def test_a_classic_join_cannot_take_over_a_consumer_group(h: Harness) -> None:
+def test_a_classic_join_with_malformed_metadata_is_refused(h: Harness) -> None:
     from broker.coordinator import JoinGroup
 
     h.hb("a", 0)
     joined = h.shard.join_group(
-        JoinGroup("g", "", 10_000, 10_000, "consumer", (("range", b""),))
+        JoinGroup("g", "x", 10_000, 10_000, "consumer", (("range", b"\x00"),))
     ).result()
-    assert joined.error is ErrorCode.GROUP_ID_NOT_FOUND
-    assert "g" not in h.shard.groups and "g" in h.shard.consumer_groups
+    assert joined.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert "g" not in h.shard.groups and set(h.shard.consumer_groups["g"].members) == {"a"}
 
 
 def test_a_static_member_that_never_comes_back_releases_its_partitions(h: Harness) -> None:

@@ -111,6 +111,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: TopicPartitions
     target_assignment: TopicPartitions
+    member_type: int = 1  # Kafka's MemberType: 0 classic protocol, 1 consumer protocol
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from .records import (
     K_REGEX,
     K_TARGET,
     K_TARGET_EPOCH,
+    ClassicMeta,
     ConsumerGroupCurrentMemberRecord,
     ConsumerGroupEpochRecord,
     ConsumerGroupMemberRecord,
@@ -32,6 +33,7 @@ from .records import (
 
 __all__ = [
     "Assignment",
+    "ClassicMeta",
     "ConsumerGroup",
     "ConsumerGroupState",
     "ConsumerMember",
@@ -96,6 +98,11 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMeta | None = None  # set for a member using the classic protocol
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.classic is not None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
@@ -112,6 +119,7 @@ class ConsumerMember:
             self.subscribed_topic_names,
             self.subscribed_topic_regex,
             self.server_assignor,
+            self.classic,
         )
 
     def assignment_record(self, group_id: str) -> ConsumerGroupCurrentMemberRecord:
@@ -210,6 +218,34 @@ class ConsumerGroup:
         best = max(counts.values())
         return min(name for name, n in counts.items() if n == best)
 
+    # --- members using the classic protocol (online migration) ------------------------------
+    def all_classic_except(self, member_id: str) -> bool:
+        """Every member but ``member_id`` uses the classic protocol (Kafka's
+        allMembersUseClassicProtocolExcept)."""
+        return all(m.uses_classic for mid, m in self.members.items() if mid != member_id)
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """A classic member may join if its protocol type is ``consumer`` and, unless the
+        group has no member, one of its protocols is supported by every classic member."""
+        wanted = list(names)
+        if protocol_type != "consumer":
+            return False
+        if not self.members:
+            return bool(wanted)
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return any(all(any(n == name for n, _ in c.protocols) for c in classic) for name in wanted)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """A member waiting for partitions of its target that another member still holds."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic, parts in self.target.get(member.member_id, {}).items():
+            have = member.assigned.get(topic, frozenset())
+            for p in parts:
+                if p not in have and self.current_partition_epoch(topic, p) != -1:
+                    return True
+        return False
+
     def regexes_in_use(self, old: ConsumerMember | None, new: ConsumerMember | None) -> set[str]:
         members = dict(self.members)
         if old is not None:
@@ -239,6 +275,7 @@ class ConsumerGroup:
                     subscribed_topic_names=record.subscribed_topic_names,
                     subscribed_topic_regex=record.subscribed_topic_regex,
                     server_assignor=record.server_assignor,
+                    classic=record.classic,
                 ),
             )
         elif isinstance(record, ConsumerGroupTargetMemberRecord):

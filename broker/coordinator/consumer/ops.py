@@ -36,6 +36,7 @@ from assignors.server import DEFAULT_SERVER_ASSIGNOR, SERVER_ASSIGNORS, ServerMe
 from protocol.errors import ErrorCode
 
 from ..core import ShardCore
+from ..group import ClassicGroup
 from .commands import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -78,6 +79,16 @@ def session_key(group_id: str, member_id: str) -> str:
 
 def revoke_key(group_id: str, member_id: str) -> str:
     return f"consumer-revoke/{group_id}/{member_id}"
+
+
+def classic_join_key(group_id: str, member_id: str) -> str:
+    """A classic member asked to rejoin must do so within its rebalance timeout."""
+    return f"consumer-join/{group_id}/{member_id}"
+
+
+def classic_sync_key(group_id: str, member_id: str) -> str:
+    """A classic member answered its JoinGroup must sync within its rebalance timeout."""
+    return f"consumer-sync/{group_id}/{member_id}"
 
 
 class ConsumerGroupOps(ShardCore):
@@ -144,6 +155,8 @@ class ConsumerGroupOps(ShardCore):
             return group
         classic = self.groups.get(group_id)
         if classic is not None and classic.members:
+            if create:
+                return self._upgrade(classic)
             raise _Refused(
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
             )
@@ -361,12 +374,25 @@ class ConsumerGroupOps(ShardCore):
             self.timers.cancel(revoke_key(group.group_id, member.member_id))
             self._schedule_session(group, member.member_id)
         else:
-            self._remove_member(group, member.member_id, "left the group")
+            self._fence_member(group, member.member_id, "left the group")
         return ConsumerGroupHeartbeatResult(
             ErrorCode.NONE, member_id=member.member_id, member_epoch=cmd.member_epoch
         )
 
-    def _remove_member(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
+    def _upgrade(self, classic: ClassicGroup) -> ConsumerGroup:
+        """A classic group with members met by a joining consumer member (the migration
+        mixin converts it when the policy allows)."""
+        raise _Refused(
+            ErrorCode.GROUP_ID_NOT_FOUND, f"Group {classic.group_id} is not a consumer group."
+        )
+
+    def _fence_member(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
+        """A member leaves or is fenced (the migration mixin may downgrade the group)."""
+        self._remove_member(group, member_id, reason)
+
+    def _remove_member(
+        self, group: ConsumerGroup, member_id: str, reason: str, bump: bool = True
+    ) -> None:
         if member_id not in group.members:
             return
         self._forget_member(group, member_id)
@@ -377,14 +403,15 @@ class ConsumerGroupOps(ShardCore):
         group.target.pop(member_id, None)
         for kind in (K_CURRENT, K_TARGET, K_MEMBER):
             self._record(ConsumerTombstoneRecord(kind, group.group_id, member_id))
-        self._bump(group, f"member {member_id} {reason}")
+        if bump:
+            self._bump(group, f"member {member_id} {reason}")
 
     def _forget_member(self, group: ConsumerGroup, member_id: str) -> None:
         member = group.members.get(member_id)
         if member is not None:
             group._remove_partition_epochs(member)
-        self.timers.cancel(session_key(group.group_id, member_id))
-        self.timers.cancel(revoke_key(group.group_id, member_id))
+        for key in (session_key, revoke_key, classic_join_key, classic_sync_key):
+            self.timers.cancel(key(group.group_id, member_id))
 
     def _schedule_timers(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         self._schedule_session(group, member.member_id)
@@ -403,9 +430,13 @@ class ConsumerGroupOps(ShardCore):
 
     def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
         gid = group.group_id
+        member = group.members.get(member_id)
+        classic = member.classic if member is not None else None
         self.timers.schedule(
             session_key(gid, member_id),
-            self.config.consumer_session_timeout_ms,
+            classic.session_timeout_ms
+            if classic is not None
+            else self.config.consumer_session_timeout_ms,
             lambda: self._fence(gid, member_id, group, "session"),
         )
 
@@ -416,7 +447,7 @@ class ConsumerGroupOps(ShardCore):
             self.log.info(
                 "consumer_member_fenced", group_id=group_id, member_id=member_id, timeout=why
             )
-            self._remove_member(group, member_id, f"fenced ({why} timeout)")
+            self._fence_member(group, member_id, f"fenced ({why} timeout)")
 
     # --- epochs and assignment ----------------------------------------------------------------
     def _bump(self, group: ConsumerGroup, reason: str) -> None:
@@ -521,6 +552,7 @@ class ConsumerGroupOps(ShardCore):
                     m.subscribed_topic_regex,
                     to_partitions(m.assigned),
                     to_partitions(group.target.get(m.member_id, {})),
+                    0 if m.uses_classic else 1,
                 )
                 for m in group.members.values()
             ),
@@ -535,6 +567,8 @@ class ConsumerGroupOps(ShardCore):
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.uses_classic:  # a classic member commits with its generation (its epoch)
+            return ErrorCode.NONE if epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
         if not epochs_supported:
             return ErrorCode.UNSUPPORTED_VERSION
         if epoch != member.member_epoch:
@@ -551,7 +585,11 @@ class ConsumerGroupOps(ShardCore):
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return (
+                ErrorCode.ILLEGAL_GENERATION
+                if member.uses_classic
+                else ErrorCode.STALE_MEMBER_EPOCH
+            )
         return ErrorCode.NONE
 
 

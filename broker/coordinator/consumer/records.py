@@ -18,6 +18,7 @@ sub key).
 
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
 from dataclasses import dataclass, fields
@@ -27,6 +28,7 @@ from .commands import TopicPartitions
 
 __all__ = [
     "CONSUMER_RECORD_TYPES",
+    "ClassicMeta",
     "ConsumerGroupCurrentMemberRecord",
     "ConsumerGroupEpochRecord",
     "ConsumerGroupMemberRecord",
@@ -79,6 +81,25 @@ class ConsumerGroupPartitionMetadataRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMeta:
+    """What a member using the classic protocol in a consumer group sent in its JoinGroup
+    (Kafka's ConsumerGroupMemberMetadataValue.ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription metadata), preferred first
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
+
+    def metadata(self, name: str) -> bytes:
+        for n, meta in self.protocols:
+            if n == name:
+                return meta
+        return self.protocols[0][1]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberRecord:
     """A member's subscription and metadata (Kafka's ConsumerGroupMemberMetadata)."""
 
@@ -92,6 +113,7 @@ class ConsumerGroupMemberRecord:
     subscribed_topic_names: tuple[str, ...]
     subscribed_topic_regex: str | None
     server_assignor: str | None
+    classic: ClassicMeta | None = None  # a member using the classic protocol
 
     def key(self) -> tuple[str, ...]:
         return (K_MEMBER, self.group_id, self.member_id)
@@ -173,11 +195,12 @@ ConsumerRecord = (
 
 # type number -> (class, field codecs in declaration order)
 # s: str, n: nullable str, i: int32, S: tuple[str], P: TopicPartitions, M: TopicMetadata,
-# k: tombstone kind (uint8)
+# k: tombstone kind (uint8), C: optional trailing ClassicMeta (absent: None; else int32
+# session timeout, uint32 n, (name, uint32 length, metadata bytes) * n)
 _LAYOUT: dict[int, tuple[type, str]] = {
     5: (ConsumerGroupEpochRecord, "si"),
     6: (ConsumerGroupPartitionMetadataRecord, "sM"),
-    7: (ConsumerGroupMemberRecord, "ssnnssiSnn"),
+    7: (ConsumerGroupMemberRecord, "ssnnssiSnnC"),
     8: (ConsumerGroupTargetMemberRecord, "ssP"),
     9: (ConsumerGroupTargetEpochRecord, "si"),
     10: (ConsumerGroupCurrentMemberRecord, "ssiiiPP"),
@@ -227,6 +250,14 @@ def _put(out: bytearray, code: str, value: Any) -> None:
             _put_str(out, name)
             out += tid.bytes
             out += _I32.pack(n)
+    elif code == "C":
+        if value is not None:
+            out += _I32.pack(value.session_timeout_ms)
+            out += _U32.pack(len(value.protocols))
+            for name, meta in value.protocols:
+                _put_str(out, name)
+                out += _U32.pack(len(meta))
+                out += meta
     else:  # pragma: no cover
         raise ValueError(code)
 
@@ -290,6 +321,12 @@ class _Reader:
                 (self.string(), uuid.UUID(bytes=self.take(16)), self.i32())
                 for _ in range(self.u32())
             )
+        if code == "C":
+            if self.pos == len(self.buf):
+                return None
+            session = self.i32()
+            protocols = tuple((self.string(), self.take(self.u32())) for _ in range(self.u32()))
+            return ClassicMeta(session, protocols)
         raise ValueError(code)  # pragma: no cover
 
 
@@ -323,6 +360,13 @@ _BY_NAME = {v: k for k, v in _NAMES.items()}
 
 
 def _to_json(code: str, value: Any) -> Any:
+    if code == "C":
+        if value is None:
+            return None
+        return {
+            "session_timeout_ms": value.session_timeout_ms,
+            "protocols": [[n, base64.b64encode(m).decode()] for n, m in value.protocols],
+        }
     if code == "S":
         return list(value)
     if code == "P":
@@ -333,6 +377,13 @@ def _to_json(code: str, value: Any) -> Any:
 
 
 def _from_json(code: str, value: Any) -> Any:
+    if code == "C":
+        if value is None:
+            return None
+        return ClassicMeta(
+            value["session_timeout_ms"],
+            tuple((n, base64.b64decode(m)) for n, m in value["protocols"]),
+        )
     if code == "S":
         return tuple(value)
     if code == "P":
@@ -356,6 +407,6 @@ def consumer_record_from_dict(name: str, d: dict[str, Any]) -> ConsumerRecord | 
         return None
     codes = _LAYOUT[CONSUMER_RECORD_TYPES[cls]][1]
     record: ConsumerRecord = cls(
-        *(_from_json(c, d[f.name]) for c, f in zip(codes, fields(cls), strict=True))
+        *(_from_json(c, d.get(f.name)) for c, f in zip(codes, fields(cls), strict=True))
     )
     return record
