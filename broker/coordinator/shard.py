@@ -77,6 +77,8 @@ class CoordinatorShard(MembershipOps, OffsetOps, MigrationOps):
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
         for consumer in self.consumer_groups.values():
+            # the topics subscribed (by name or regex) resolve against today's topics
+            consumer.subscription_metadata = self._metadata(consumer)
             for consumer_member in consumer.members.values():
                 self._schedule_timers(consumer, consumer_member)
         self._schedule_retention()

@@ -226,6 +226,7 @@ def test_replaying_what_a_live_group_emitted_rebuilds_it() -> None:
     h.hb("c", -1)  # and one that left
 
     loaded = CoordinatorShard(0, CONFIG, ManualTimers(), loaded=False)
+    loaded.topics_view = topics
     loaded.load(emitted)  # type: ignore[arg-type]
 
     def state(shard: CoordinatorShard) -> tuple[object, ...]:
@@ -237,6 +238,8 @@ def test_replaying_what_a_live_group_emitted_rebuilds_it() -> None:
             g.static_members,
             {m: to for m, to in g.target.items() if to},
             g.partition_epochs,
+            g.subscription_metadata,
+            g.resolved_regexes,
         )
 
     assert state(loaded) == state(live)
