@@ -102,3 +102,100 @@ def stamp_log_append_time(batch: bytearray, now_ms: int) -> None:
         batch, 21, attributes | TIMESTAMP_TYPE_BIT, last_delta, base_ts, now_ms
     )
     _CRC.pack_into(batch, 17, crc32c(memoryview(batch)[21:]))
+
+
+def _zigzag(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+
+
+def control_batch(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int
+) -> bytes:
+    """A transaction marker: a control batch of one record whose key is (version 0, type
+    commit 1 / abort 0) and value an EndTransactionMarker (version 0, coordinator epoch), as
+    Kafka's transaction coordinator writes into each partition of a finished transaction.
+    Base offset 0: the log sets it."""
+    key = struct.pack(">hh", 0, COMMIT_MARKER if commit else ABORT_MARKER)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    body = (
+        b"\x00"  # record attributes
+        + _zigzag(0)  # timestamp delta
+        + _zigzag(0)  # offset delta
+        + _zigzag(len(key))
+        + key
+        + _zigzag(len(value))
+        + value
+        + _zigzag(0)  # headers
+    )
+    record = _zigzag(len(body)) + body
+    batch = bytearray(
+        _HEADER.pack(
+            0,
+            HEADER_SIZE - 12 + len(record),
+            0,
+            2,
+            0,
+            TRANSACTIONAL_BIT | CONTROL_BIT,
+            0,
+            timestamp_ms,
+            timestamp_ms,
+            producer_id,
+            producer_epoch,
+            -1,
+            1,
+        )
+    )
+    batch += record
+    _CRC.pack_into(batch, 17, crc32c(memoryview(batch)[21:]))
+    return bytes(batch)
+
+
+def control_marker(batch: bytes) -> tuple[bool, int]:
+    """(commit, coordinator epoch) of a control batch written by ``control_batch``-style
+    producers (Kafka's layout); raises ``InvalidBatch`` if it is not one."""
+    header = parse_header(batch)
+    if not header.attributes & CONTROL_BIT or header.record_count != 1:
+        raise InvalidBatch("not a transaction marker")
+    pos = HEADER_SIZE
+    # skip the record's length, attributes, timestamp delta, offset delta
+    pos = _skip_varint(batch, pos)
+    pos += 1
+    pos = _skip_varint(batch, pos)
+    pos = _skip_varint(batch, pos)
+    key_len, pos = _read_zigzag(batch, pos)
+    if key_len != 4:
+        raise InvalidBatch("bad control record key")
+    _version, kind = struct.unpack_from(">hh", batch, pos)
+    pos += key_len
+    value_len, pos = _read_zigzag(batch, pos)
+    epoch = struct.unpack_from(">i", batch, pos + 2)[0] if value_len >= 6 else -1
+    return kind == COMMIT_MARKER, epoch
+
+
+def _read_zigzag(data: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if pos >= len(data):
+            raise InvalidBatch("varint cut short")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise InvalidBatch("varint too long")
+
+
+def _skip_varint(data: bytes, pos: int) -> int:
+    return _read_zigzag(data, pos)[1]

@@ -1,6 +1,8 @@
 """Fetch v4-v18.
 
-v4 adds isolation level, last stable offset and aborted transactions; v5 log start offset;
+v4 adds isolation level, last stable offset and aborted transactions (read_committed reads
+only below the last stable offset and lists the aborted transactions its batches may hold;
+the batches, control batches included, go out unchanged: clients filter); v5 log start offset;
 v7 fetch sessions (we answer session id 0: sessionless, which every client accepts); v9 the
 current leader epoch; v11 rack id and preferred read replica; v12 is flexible (the tagged
 fields: cluster id, diverging epoch, current leader, snapshot id, all at their defaults);
@@ -22,11 +24,13 @@ from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.partition import PartitionLog
 from protocol.errors import ErrorCode
 from protocol.fast import Chunks, FetchPartition, encode_fetch_response
+from protocol.records import parse_header
 
 LEADER_EPOCH = 0
 
 
 TOPIC_IDS_FROM = 13
+READ_COMMITTED = 1
 
 
 def check_leader_epoch(current: int | None) -> ErrorCode:
@@ -43,6 +47,7 @@ class FetchPlan:
     def __init__(self, ctx: RequestContext, req: Fields) -> None:
         self.ctx = ctx
         self.max_bytes = req["max_bytes"]
+        self.read_committed = req["isolation_level"] == READ_COMMITTED
         by_id = ctx.api_version >= TOPIC_IDS_FROM
         # (key on the wire: name, or id from v13; the topic's name or None for an unknown id)
         self.items: list[tuple[str | uuid.UUID, str | None, list[tuple[int, int, int, int]]]] = []
@@ -70,11 +75,12 @@ class FetchPlan:
         errored = False
         out = []
         for key, name, parts in self.items:
-            entries = []
+            entries: list[FetchPartition] = []
             for index, offset, part_max, epoch in parts:
                 log = None if name is None else topics_mgr.partition(name, index)
                 code = ErrorCode.NONE
                 records: list[bytes] = []
+                aborted: list[tuple[int, int]] | None = None
                 if name is None:
                     code = ErrorCode.UNKNOWN_TOPIC_ID
                 elif log is None:
@@ -85,18 +91,27 @@ class FetchPlan:
                         log.log_start_offset <= offset <= log.high_watermark
                     ):
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
-                    if code == ErrorCode.NONE and offset < log.high_watermark:
+                    # read_committed reads only below the last stable offset
+                    upper = log.last_stable_offset if self.read_committed else log.high_watermark
+                    if code == ErrorCode.NONE and offset < upper:
                         limit = min(part_max, remaining)
-                        records, size = log.read_chunks(offset, limit, at_least_one=total == 0)
+                        records, size = log.read_chunks(
+                            offset, limit, at_least_one=total == 0, below=upper
+                        )
                         total += size
                         remaining = max(0, remaining - size)
+                    if self.read_committed and code == ErrorCode.NONE:
+                        end = offset + 1 if not records else _next_offset(records[-1])
+                        aborted = log.txn.aborted_between(offset, end) if records else []
                 if code:
                     errored = True
                 if log is None:
-                    entries.append((index, int(code), -1, -1, -1, records))
+                    entries.append((index, int(code), -1, -1, -1, records, None))
                 else:
-                    hw = log.high_watermark  # last stable offset = high watermark: no txns
-                    entries.append((index, int(code), hw, hw, log.log_start_offset, records))
+                    hw, lso = log.high_watermark, log.last_stable_offset
+                    entries.append(
+                        (index, int(code), hw, lso, log.log_start_offset, records, aborted)
+                    )
             out.append((key, entries))
         return out, total, errored
 
@@ -111,6 +126,11 @@ class FetchPlan:
                 if log is not None:
                     found.append(log)
         return found
+
+
+def _next_offset(batch: bytes) -> int:
+    header = parse_header(batch)
+    return header.base_offset + header.last_offset_delta + 1
 
 
 def _response(

@@ -27,10 +27,25 @@ LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
 
 
-def lookup_offset(log: PartitionLog, timestamp: int) -> tuple[int, int]:
-    """(offset, timestamp) for a ListOffsets query; (-1, -1) when nothing matches."""
+def lookup_offset(
+    log: PartitionLog, timestamp: int, read_committed: bool = False
+) -> tuple[int, int]:
+    """(offset, timestamp) for a ListOffsets query; (-1, -1) when nothing matches. Under
+    read_committed the latest offset is the last stable offset, and a timestamp lookup
+    finds only offsets below it (Kafka's lastFetchableOffset)."""
     if timestamp == LATEST:
-        return log.high_watermark, -1
+        return (log.last_stable_offset if read_committed else log.high_watermark), -1
+    found = _lookup(log, timestamp)
+    if (
+        read_committed
+        and timestamp not in (EARLIEST, EARLIEST_LOCAL)
+        and found[0] >= log.last_stable_offset
+    ):
+        return -1, -1
+    return found
+
+
+def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
@@ -71,6 +86,7 @@ def max_timestamp_offset(log: PartitionLog) -> tuple[int, int]:
 @handler(2)
 def handle_list_offsets(ctx: RequestContext, req: Fields) -> Fields:
     topics_mgr = ctx.broker.topics
+    committed = req["isolation_level"] == 1  # READ_COMMITTED (v2+)
     out = []
     for t in req["topics"]:
         name = t["name"]
@@ -84,7 +100,7 @@ def handle_list_offsets(ctx: RequestContext, req: Fields) -> Fields:
             else:
                 code = check_leader_epoch(p["current_leader_epoch"])
                 if code == ErrorCode.NONE:
-                    offset, ts = lookup_offset(log, p["timestamp"])
+                    offset, ts = lookup_offset(log, p["timestamp"], committed)
             parts.append(
                 {
                     "partition_index": index,

@@ -8,7 +8,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from protocol.records import BatchHeader
+from broker.log.txn import TxnIndex
+from protocol.records import (
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    control_batch,
+    parse_header,
+    with_base_offset,
+)
 
 
 class SegmentStore(Protocol):
@@ -41,6 +48,8 @@ class PartitionLog:
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     # Segment files under --data-dir (broker.storage.topic_store.PartitionStore), else None.
     store: SegmentStore | None = None
+    # Open and aborted transactions (rebuilt from the batches at start-up).
+    txn: TxnIndex = field(default_factory=TxnIndex)
 
     def append(self, batch: bytes, header: BatchHeader, now_ms: int) -> int:
         """Store ``batch`` (already carrying its base offset); returns that offset."""
@@ -52,8 +61,24 @@ class PartitionLog:
         self._bases.append(base)
         self.high_watermark = last + 1
         self.size_bytes += len(batch)
+        if header.attributes & TRANSACTIONAL_BIT:
+            self.txn.on_batch(header, base, batch)
         self._wake()
         return base
+
+    def write_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> int:
+        """Append a commit or abort marker (a control batch) for ``producer_id``'s
+        transaction; returns its offset."""
+        now = now_ms()
+        raw = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
+        batch = bytes(with_base_offset(raw, self.high_watermark))
+        return self.append(batch, parse_header(batch), now)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.txn.last_stable_offset(self.high_watermark)
 
     def restore(self, batch: bytes, header: BatchHeader) -> None:
         """Start-up: a batch read back from a segment, at the offsets it was stored with."""
@@ -65,6 +90,8 @@ class PartitionLog:
         self._bases.append(base)
         self.high_watermark = last + 1
         self.size_bytes += len(batch)
+        if header.attributes & TRANSACTIONAL_BIT:
+            self.txn.on_batch(header, base, batch)
 
     def _wake(self) -> None:
         if self.waiters:
@@ -88,19 +115,23 @@ class PartitionLog:
         return b"".join(parts), total
 
     def read_chunks(
-        self, offset: int, max_bytes: int, at_least_one: bool
+        self, offset: int, max_bytes: int, at_least_one: bool, below: int | None = None
     ) -> tuple[list[bytes], int]:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``, as the stored
         objects (never copied: the response is written with them as they are).
 
         With ``at_least_one`` the first batch is returned even when it alone is larger,
-        so a consumer always makes progress. Returns the batches and their total size.
+        so a consumer always makes progress. ``below`` stops at the first batch starting at
+        or after it (read_committed reads below the last stable offset). Returns the batches
+        and their total size.
         """
         i = self.find(offset)
         parts: list[bytes] = []
         total = 0
         batches = self.batches
         while i < len(batches):
+            if below is not None and batches[i].base_offset >= below:
+                break
             data = batches[i].data
             if total + len(data) > max_bytes and (parts or not at_least_one):
                 break
@@ -116,6 +147,7 @@ class PartitionLog:
             self._bases.pop(0)
             self.size_bytes -= len(head.data)
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
+        self.txn.trim(self.log_start_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """First batch whose max timestamp reaches ``timestamp``: (base offset, batch index)."""
@@ -150,6 +182,8 @@ class PartitionLog:
             self.size_bytes -= len(head.data)
             self.log_start_offset = self.batches[0].base_offset
             dropped += 1
+        if dropped:
+            self.txn.trim(self.log_start_offset)
         if dropped and self.store is not None:
             self.store.delete_below(self.log_start_offset)
         return dropped

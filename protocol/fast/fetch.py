@@ -10,13 +10,29 @@ from protocol.fast.common import _I16, _I32, Chunks
 
 _FETCH_TOP_V4 = struct.Struct(">i")  # throttle_time_ms
 _FETCH_TOP_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
-_PART_V4 = struct.Struct(">ihqqi")  # index, error, high watermark, last stable, aborted (null)
-_PART_V5 = struct.Struct(">ihqqqi")  # ... log start offset, aborted (null)
-_PART_V11 = struct.Struct(">ihqqqii")  # ... aborted (null), preferred read replica
+_PART_V4 = struct.Struct(">ihqq")  # index, error, high watermark, last stable
+_PART_V5 = struct.Struct(">ihqqq")  # ... log start offset
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
+_NULL_ARRAY = _I32.pack(-1)
+_NO_REPLICA = _I32.pack(-1)
 
 
-# (partition index, error code, high watermark, last stable, log start, record batches)
-FetchPartition = tuple[int, int, int, int, int, list[bytes]]
+# (partition index, error code, high watermark, last stable, log start, record batches,
+# aborted transactions: None, or (producer id, first offset) pairs for read_committed)
+FetchPartition = tuple[int, int, int, int, int, list[bytes], list[tuple[int, int]] | None]
+
+
+def _aborted(entries: list[tuple[int, int]] | None) -> bytes:
+    if entries is None:
+        return _NULL_ARRAY
+    return _I32.pack(len(entries)) + b"".join(_ABORTED.pack(p, f) for p, f in entries)
+
+
+def _aborted_flexible(entries: list[tuple[int, int]] | None) -> bytes:
+    if entries is None:
+        return b"\x00"
+    out = _uvarint(len(entries) + 1)
+    return out + b"".join(_ABORTED.pack(p, f) + b"\x00" for p, f in entries)
 
 
 def _uvarint(value: int) -> bytes:
@@ -29,7 +45,6 @@ def _uvarint(value: int) -> bytes:
 
 
 _PART_V12 = struct.Struct(">ihqqq")  # index, error, high watermark, last stable, log start
-_PART_TAIL_V12 = struct.Struct(">Bi")  # aborted transactions (null), preferred read replica
 FLEXIBLE_FROM = 12
 TOPIC_IDS_FROM = 13
 
@@ -42,9 +57,9 @@ def encode_fetch_response(
 ) -> Chunks:
     """Fetch response v4-v18, records left as the stored batch objects.
 
-    Aborted transactions are always null (no transactions) and the preferred read replica
-    (v11+) is -1. v12+ is flexible (tagged fields all at their defaults); from v13 topics are
-    keyed by topic id (a UUID), before by name.
+    Aborted transactions are null (read_uncommitted) or the list given (read_committed); the
+    preferred read replica (v11+) is -1. v12+ is flexible (tagged fields all at their
+    defaults); from v13 topics are keyed by topic id (a UUID), before by name.
     """
     if version >= FLEXIBLE_FROM:
         return _encode_flexible(version, error_code, session_id, topics)
@@ -58,13 +73,13 @@ def encode_fetch_response(
         assert isinstance(name, str)
         raw = name.encode()
         out.append(_I16.pack(len(raw)) + raw + _I32.pack(len(parts)))
-        for index, error, hw, lso, log_start, batches in parts:
-            if version >= 11:
-                head = _PART_V11.pack(index, error, hw, lso, log_start, -1, -1)
-            elif version >= 5:
-                head = _PART_V5.pack(index, error, hw, lso, log_start, -1)
+        for index, error, hw, lso, log_start, batches, aborted in parts:
+            if version >= 5:
+                head = _PART_V5.pack(index, error, hw, lso, log_start) + _aborted(aborted)
             else:
-                head = _PART_V4.pack(index, error, hw, lso, -1)
+                head = _PART_V4.pack(index, error, hw, lso) + _aborted(aborted)
+            if version >= 11:
+                head += _NO_REPLICA
             size = 0
             for b in batches:
                 size += len(b)
@@ -81,7 +96,6 @@ def _encode_flexible(
 ) -> Chunks:
     out = Chunks()
     out.append(_FETCH_TOP_V7.pack(0, error_code, session_id) + _uvarint(len(topics) + 1))
-    tail = _PART_TAIL_V12.pack(0, -1)
     for key, parts in topics:
         if isinstance(key, uuid.UUID):
             head = key.bytes
@@ -89,11 +103,16 @@ def _encode_flexible(
             raw = key.encode()
             head = _uvarint(len(raw) + 1) + raw
         out.append(head + _uvarint(len(parts) + 1))
-        for index, error, hw, lso, log_start, batches in parts:
+        for index, error, hw, lso, log_start, batches, aborted in parts:
             size = 0
             for b in batches:
                 size += len(b)
-            out.append(_PART_V12.pack(index, error, hw, lso, log_start) + tail + _uvarint(size + 1))
+            out.append(
+                _PART_V12.pack(index, error, hw, lso, log_start)
+                + _aborted_flexible(aborted)
+                + _NO_REPLICA
+                + _uvarint(size + 1)
+            )
             out.extend(batches)
             out.append(b"\x00")  # the partition's tagged fields
         out.append(b"\x00")  # the topic's tagged fields

@@ -22,6 +22,7 @@ fetch_parts = st.lists(
         st.integers(-1, 2**62),
         st.integers(-1, 2**62),
         batches,
+        st.none() | st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=3),
     ),
     max_size=3,
 )
@@ -37,7 +38,13 @@ def test_fetch_encoder_matches_the_general_codec(
     version: int,
     error: int,
     session: int,
-    topics: list[tuple[str, uuid.UUID, list[tuple[int, int, int, int, int, list[bytes]]]]],
+    topics: list[
+        tuple[
+            str,
+            uuid.UUID,
+            list[tuple[int, int, int, int, int, list[bytes], list[tuple[int, int]] | None]],
+        ]
+    ],
 ) -> None:
     spec = lookup(1, version)
     assert spec is not None
@@ -57,11 +64,13 @@ def test_fetch_encoder_matches_the_general_codec(
                         "high_watermark": hw,
                         "last_stable_offset": lso,
                         "log_start_offset": start,
-                        "aborted_transactions": None,
+                        "aborted_transactions": None
+                        if aborted is None
+                        else [{"producer_id": p, "first_offset": f} for p, f in aborted],
                         "preferred_read_replica": -1,
                         "records": b"".join(parts),
                     }
-                    for index, code, hw, lso, start, parts in partitions
+                    for index, code, hw, lso, start, parts, aborted in partitions
                 ],
             }
             for name, tid, partitions in topics
