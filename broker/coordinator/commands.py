@@ -44,6 +44,7 @@ __all__ = [
     "OffsetFetchTopic",
     "SyncGroup",
     "SyncGroupResult",
+    "TxnOffsetCommit",
 ]
 
 Protocols = tuple[tuple[str, bytes], ...]
@@ -169,6 +170,21 @@ class OffsetCommit(NamedTuple):
     # v9+: an unknown group answers GROUP_ID_NOT_FOUND, and consumer-group members commit
     # with their member epoch (below v9 they get UNSUPPORTED_VERSION)
     group_id_not_found: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommit:
+    """TxnOffsetCommit: offsets committed inside ``producer_id``'s transaction (v3+ carry the
+    member's generation, member id and instance id for KIP-447 fencing)."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: tuple[OffsetCommitTopic, ...]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class OffsetCommitResult(NamedTuple):

@@ -29,6 +29,7 @@ from .commands import (
     OffsetFetchResult,
     SyncGroup,
     SyncGroupResult,
+    TxnOffsetCommit,
 )
 from .config import CoordinatorConfig
 from .consumer.commands import (
@@ -132,6 +133,13 @@ class GroupCoordinator:
 
     def delete_offsets(self, cmd: OffsetDelete) -> OffsetDeleteResult:
         return self.shard_for(cmd.group_id).delete_offsets(cmd)
+
+    def txn_commit_offsets(self, cmd: TxnOffsetCommit) -> OffsetCommitResult:
+        return self.shard_for(cmd.group_id).txn_commit_offsets(cmd)
+
+    def complete_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> int:
+        """A transaction marker for offsets partition ``partition`` (its shard)."""
+        return self.shards[partition].complete_txn_offsets(producer_id, commit)
 
     # --- admin -----------------------------------------------------------------------------
     def describe_groups(self, cmd: DescribeGroups) -> DescribeGroupsResult:

@@ -30,6 +30,8 @@ from .records import (
     OffsetTombstoneRecord,
     Record,
     RecordSink,
+    TxnOffsetCommitRecord,
+    TxnOffsetMarkerRecord,
 )
 from .state import GroupState
 from .timers import Timers
@@ -89,6 +91,9 @@ class ShardCore:
         # KIP-848 groups (broker.coordinator.consumer): a group id is classic or consumer
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        # Offsets committed inside transactions, until their marker:
+        # group -> producer id -> (topic, partition) -> offset
+        self.pending_txn: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.owned = True
         self.loading = False
         self.log: Any = structlog.get_logger("kgroupd.coordinator").bind(shard=partition)
@@ -154,6 +159,21 @@ class ShardCore:
                     del topics[record.topic]
             if not topics:
                 del self.offsets[record.group_id]
+        elif isinstance(record, TxnOffsetCommitRecord):
+            gid = record.group_id
+            if gid not in self.groups and gid not in self.consumer_groups:
+                self.groups[gid] = ClassicGroup(gid, record.commit_timestamp_ms, self.log)
+            self.pending_txn.setdefault(gid, {}).setdefault(record.producer_id, {})[
+                (record.topic, record.partition)
+            ] = OffsetAndMetadata(
+                record.offset, record.leader_epoch, record.metadata, record.commit_timestamp_ms
+            )
+        elif isinstance(record, TxnOffsetMarkerRecord):
+            by_producer = self.pending_txn.get(record.group_id)
+            if by_producer is not None:
+                by_producer.pop(record.producer_id, None)
+                if not by_producer:
+                    del self.pending_txn[record.group_id]
         elif isinstance(record, GroupMetadataRecord):
             self.groups[record.group_id] = ClassicGroup.from_record(record, self.log)
         elif isinstance(record, GroupTombstoneRecord):

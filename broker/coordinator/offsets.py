@@ -157,6 +157,8 @@ class OffsetOps(ShardCore):
             if error is not ErrorCode.NONE:
                 return OffsetFetchResult(error)
         stored = self.offsets.get(cmd.group_id, {}) if known else {}
+        if cmd.require_stable and cmd.group_id in self.pending_txn:
+            return self._fetch_stable(cmd, stored)
         if cmd.topics is None:
             return OffsetFetchResult(
                 ErrorCode.NONE,
@@ -180,6 +182,34 @@ class OffsetOps(ShardCore):
                     ),
                 )
             )
+        return OffsetFetchResult(ErrorCode.NONE, tuple(out))
+
+    def _fetch_stable(
+        self, cmd: OffsetFetch, stored: dict[str, dict[int, OffsetAndMetadata]]
+    ) -> OffsetFetchResult:
+        """A require_stable fetch of a group with offsets pending in a transaction: those
+        partitions answer UNSTABLE_OFFSET_COMMIT (the client retries)."""
+        pending: set[tuple[str, int]] = set()
+        for offsets in self.pending_txn.get(cmd.group_id, {}).values():
+            pending.update(offsets)
+        wanted = (
+            [(t, sorted(parts)) for t, parts in sorted(stored.items())]
+            if cmd.topics is None
+            else [(t.name, list(t.partitions)) for t in cmd.topics]
+        )
+        out = []
+        for topic, partitions in wanted:
+            parts = stored.get(topic, {})
+            answers = []
+            for p in partitions:
+                if (topic, p) in pending:
+                    unstable = ErrorCode.UNSTABLE_OFFSET_COMMIT
+                    answers.append(OffsetFetchPartition(p, -1, error=unstable))
+                elif p in parts:
+                    answers.append(self._fetched(p, parts[p]))
+                else:
+                    answers.append(OffsetFetchPartition(p, -1))
+            out.append((topic, tuple(answers)))
         return OffsetFetchResult(ErrorCode.NONE, tuple(out))
 
     @staticmethod

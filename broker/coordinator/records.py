@@ -24,6 +24,9 @@ nullable strings ``int32 length (-1: None) | UTF-8``; bytes ``uint32 length | by
   protocol, bytes assignment.
 - type 4, group tombstone: group.
 - types 5-12: KIP-848 consumer-group records, laid out in ``consumer.records``.
+- type 15, transactional offset commit: group, int64 producer id, int16 producer epoch,
+  int32 partition, int64 offset, int32 leader epoch, int64 commit ms, topic, metadata.
+- type 16, transactional offset marker: group, int64 producer id, uint8 commit.
 
 A payload whose version is above ``RECORD_FORMAT_VERSION`` raises ``NewerRecordFormat``.
 """
@@ -58,6 +61,8 @@ __all__ = [
     "Record",
     "RecordFormatError",
     "RecordSink",
+    "TxnOffsetCommitRecord",
+    "TxnOffsetMarkerRecord",
     "decode_record",
     "encode_offset_commit",
     "encode_record",
@@ -132,11 +137,46 @@ class GroupTombstoneRecord:
         return ("group", self.group_id)
 
 
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRecord:
+    """An offset committed inside a transaction (TxnOffsetCommit): pending, invisible to
+    OffsetFetch, until its producer's transaction ends (Kafka writes it to
+    __consumer_offsets with the producer id and resolves it at the marker)."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+    def key(self) -> tuple[str, ...]:
+        return ("txn-offset", self.group_id, str(self.producer_id), self.topic, str(self.partition))
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetMarkerRecord:
+    """The end of a producer's transaction for a group's pending offsets: they were made
+    committed offsets (by offset commit records written just before) or dropped (abort)."""
+
+    group_id: str
+    producer_id: int
+    commit: bool
+
+    def key(self) -> tuple[str, ...]:
+        return ("txn-offset", self.group_id, str(self.producer_id))
+
+
 Record = (
     OffsetCommitRecord
     | OffsetTombstoneRecord
     | GroupMetadataRecord
     | GroupTombstoneRecord
+    | TxnOffsetCommitRecord
+    | TxnOffsetMarkerRecord
     | ConsumerRecord  # KIP-848 consumer groups (broker.coordinator.consumer.records)
 )
 RecordSink = Callable[[Record], None]
@@ -169,6 +209,8 @@ _TYPES: dict[str, type] = {
     "offset_tombstone": OffsetTombstoneRecord,
     "group_metadata": GroupMetadataRecord,
     "group_tombstone": GroupTombstoneRecord,
+    "txn_offset_commit": TxnOffsetCommitRecord,
+    "txn_offset_marker": TxnOffsetMarkerRecord,
 }
 _NAMES = {v: k for k, v in _TYPES.items()}
 
@@ -258,6 +300,8 @@ TYPE_OFFSET_COMMIT = 1
 TYPE_OFFSET_TOMBSTONE = 2
 TYPE_GROUP_METADATA = 3
 TYPE_GROUP_TOMBSTONE = 4
+TYPE_TXN_OFFSET_COMMIT = 15
+TYPE_TXN_OFFSET_MARKER = 16
 
 _PREFIX = struct.Struct(">BB")
 _OFFSET_COMMIT = struct.Struct(">BBBiqiqqIII")
@@ -266,6 +310,9 @@ _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _MEMBER_TIMEOUTS = struct.Struct(">ii")
+# producer id, producer epoch, partition, offset, leader epoch, commit ms
+_TXN_OFFSET = struct.Struct(">qhiqiq")
+_TXN_MARKER = struct.Struct(">qB")  # producer id, commit
 
 
 def encode_offset_commit(
@@ -327,6 +374,25 @@ def encode_record(record: Record) -> bytes:
         return bytes(out)
     if type(record) is GroupMetadataRecord:
         return _encode_group(record)
+    if type(record) is TxnOffsetCommitRecord:
+        out = bytearray(_PREFIX.pack(RECORD_FORMAT_VERSION, TYPE_TXN_OFFSET_COMMIT))
+        _put_str(out, record.group_id)
+        out += _TXN_OFFSET.pack(
+            record.producer_id,
+            record.producer_epoch,
+            record.partition,
+            record.offset,
+            record.leader_epoch,
+            record.commit_timestamp_ms,
+        )
+        _put_str(out, record.topic)
+        _put_str(out, record.metadata)
+        return bytes(out)
+    if type(record) is TxnOffsetMarkerRecord:
+        out = bytearray(_PREFIX.pack(RECORD_FORMAT_VERSION, TYPE_TXN_OFFSET_MARKER))
+        _put_str(out, record.group_id)
+        out += _TXN_MARKER.pack(record.producer_id, int(record.commit))
+        return bytes(out)
     if type(record) in CONSUMER_RECORD_TYPES:
         return encode_consumer_record(record, RECORD_FORMAT_VERSION)  # type: ignore[arg-type]
     raise TypeError(f"not a record: {record!r}")
@@ -474,6 +540,16 @@ def _decode(payload: bytes) -> Record:
     r = _Reader(payload, _PREFIX.size)
     if kind == TYPE_GROUP_TOMBSTONE:
         record = GroupTombstoneRecord(r.string())
+    elif kind == TYPE_TXN_OFFSET_COMMIT:
+        group_id = r.string()
+        pid, pepoch, partition, offset, epoch, commit_ms = r.unpack(_TXN_OFFSET)
+        record = TxnOffsetCommitRecord(
+            group_id, pid, pepoch, r.string(), partition, offset, epoch, r.string(), commit_ms
+        )
+    elif kind == TYPE_TXN_OFFSET_MARKER:
+        group_id = r.string()
+        pid, commit = r.unpack(_TXN_MARKER)
+        record = TxnOffsetMarkerRecord(group_id, pid, bool(commit))
     elif kind == TYPE_GROUP_METADATA:
         group_id = r.string()
         protocol_type = r.nullable()

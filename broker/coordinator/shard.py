@@ -16,11 +16,12 @@ from .offsets import OffsetOps
 from .records import GroupTombstoneRecord, OffsetTombstoneRecord, Record, RecordSink
 from .state import GroupState
 from .timers import Timers
+from .txn_offsets import TxnOffsetOps
 
 __all__ = ["CoordinatorShard"]
 
 
-class CoordinatorShard(MembershipOps, OffsetOps, MigrationOps):
+class CoordinatorShard(MembershipOps, OffsetOps, TxnOffsetOps, MigrationOps):
     """Owns the groups, offsets and static-member assignments of one offsets partition.
 
     Every operation is a plain synchronous method: on one event loop nothing interleaves
@@ -108,6 +109,7 @@ class CoordinatorShard(MembershipOps, OffsetOps, MigrationOps):
         self.groups.clear()
         self.consumer_groups.clear()
         self.offsets.clear()
+        self.pending_txn.clear()
         self.timers.cancel(self._retention_key())
         self.owned = False
 

@@ -55,6 +55,8 @@ from broker.coordinator.records import (
     OffsetCommitRecord,
     Record,
     RecordFormatError,
+    TxnOffsetCommitRecord,
+    TxnOffsetMarkerRecord,
     decode_record,
     encode_offset_commit,
     encode_record,
@@ -122,6 +124,8 @@ class ShardFiles:
     groups: dict[str, GroupMetadataRecord] = field(default_factory=dict)
     # Latest KIP-848 consumer-group record per key (a tombstone removes its key).
     consumer: dict[tuple[str, ...], ConsumerRecord] = field(default_factory=dict)
+    # Offsets pending in transactions, per key (their producer's marker removes them).
+    txn_offsets: dict[tuple[str, ...], TxnOffsetCommitRecord] = field(default_factory=dict)
 
 
 @dataclass
@@ -131,7 +135,8 @@ class Snapshot:
     shard: int
     groups: list[GroupMetadataRecord]
     offsets: list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]
-    consumer: list[ConsumerRecord] = field(default_factory=list)
+    # consumer-group records, then offsets pending in transactions
+    consumer: list[ConsumerRecord | TxnOffsetCommitRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -396,6 +401,12 @@ class CoordinatorStore:
                     del files.consumer[key]
         elif type(record) in CONSUMER_RECORD_TYPES:
             files.consumer[record.key()] = record  # type: ignore[assignment]
+        elif isinstance(record, TxnOffsetCommitRecord):
+            files.txn_offsets[record.key()] = record
+        elif isinstance(record, TxnOffsetMarkerRecord):
+            done = record.key()
+            for key in [k for k in files.txn_offsets if k[:3] == done]:
+                del files.txn_offsets[key]
 
     def sink_for(self, shard: int) -> _ShardSink:
         return _ShardSink(self, shard)
@@ -454,7 +465,7 @@ class CoordinatorStore:
                     p,
                     list(self.shards[p].groups.values()),
                     self.offsets_of(p),
-                    list(self.shards[p].consumer.values()),
+                    [*self.shards[p].consumer.values(), *self.shards[p].txn_offsets.values()],
                 )
                 for p in changed
             ],

@@ -438,3 +438,41 @@ async def test_a_write_gets_the_fsync_in_flight_for_it_not_none(tmp_path: Path) 
     finally:
         await store.finish(store.capture())
         worker.close()
+
+
+async def test_offsets_pending_in_a_transaction_survive_a_snapshot_and_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Pending transactional offsets are written to the log and into snapshots; the marker
+    removes them from both, so a restart keeps exactly the still-pending ones pending."""
+    from broker.coordinator import OffsetCommitPartition, OffsetCommitTopic, TxnOffsetCommit
+
+    async def run(step: int) -> CoordinatorShard:
+        worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)
+        store = CoordinatorStore(tmp_path, 1, worker, 1 << 20, recover=False)
+        shard = CoordinatorShard(0, CoordinatorConfig(offsets_partitions=1), ManualTimers())
+        try:
+            store.load([shard])
+            store.offsets_of = lambda _p: [
+                (g, t, dict(parts))
+                for g, topics in shard.offsets.items()
+                for t, parts in topics.items()
+            ]
+            shard.sink = store.sink_for(0)
+            shard.persisting = True
+            if step == 0:
+                for pid, part in ((7, 0), (8, 1)):
+                    topics = (OffsetCommitTopic("t", (OffsetCommitPartition(part, 50, -1, ""),)),)
+                    cmd = TxnOffsetCommit("tx", "g", pid, 0, topics)
+                    assert shard.txn_commit_offsets(cmd).errors()[("t", part)] == 0
+                shard.complete_txn_offsets(8, commit=True)
+        finally:
+            await store.finish(store.capture())  # clean stop: a snapshot
+            worker.close()
+        return shard
+
+    await run(0)
+    loaded = await run(1)
+    assert set(loaded.pending_txn["g"]) == {7}
+    assert loaded.committed("g")[("t", 1)].offset == 50
+    assert ("t", 0) not in loaded.committed("g")

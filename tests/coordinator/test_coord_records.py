@@ -30,6 +30,8 @@ from broker.coordinator.records import (
     RECORD_FORMAT_VERSION,
     NewerRecordFormat,
     RecordFormatError,
+    TxnOffsetCommitRecord,
+    TxnOffsetMarkerRecord,
     decode_record,
     encode_record,
 )
@@ -56,6 +58,9 @@ def test_record_serialization_roundtrip() -> None:
         GroupMetadataRecord("g", "consumer", 3, "range", "m", 7, (member,)),
         GroupMetadataRecord("g", None, 0, None, None, 0, ()),
         GroupTombstoneRecord("g"),
+        TxnOffsetCommitRecord("g", 4000, 2, "t", 1, 77, 5, "m", 300),
+        TxnOffsetMarkerRecord("g", 4000, True),
+        TxnOffsetMarkerRecord("g", 4000, False),
     ]
     for r in records:
         assert roundtrip(r) == r
