@@ -5,7 +5,10 @@
     advertises exactly what the handler registry derives from it.
 ``DEFINITIONS``
     ``api_key -> (request Message, response Message)``: our own field trees
-    (``protocol.codec``), one per API covering every served version.
+    (``protocol.codec``), one per API covering every served version. It also holds APIs
+    defined ahead of their handlers (the transaction APIs of issue 11): those cover every
+    stable version of Kafka 4.3's message JSON and stay out of ``SERVED``, so the broker
+    neither advertises nor decodes them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from . import (
     metadata,
     offsets,
     produce,
+    txn,
 )
 
 # The one table of served version ranges: for every API, Kafka 4.3's latest stable version
@@ -65,6 +69,8 @@ DEFINITIONS: dict[int, tuple[Message, Message]] = {
     **groups.DEFINITIONS,
     **offsets.DEFINITIONS,
     **consumer.DEFINITIONS,
+    # defined, not served yet (issue 11)
+    **txn.DEFINITIONS,
 }
 
 __all__ = [

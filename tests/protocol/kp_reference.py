@@ -15,6 +15,8 @@ with warnings.catch_warnings():
     from kafka.protocol import consumer as kp_consumer
     from kafka.protocol import metadata as kp_metadata
     from kafka.protocol import producer as kp_producer
+    from kafka.protocol.admin import transactions as kp_transactions
+    from kafka.protocol.producer import transaction as kp_txn
 
 INT32_MIN = -(2**31)
 
@@ -41,6 +43,18 @@ KP_CLASSES: dict[int, tuple[Any, Any]] = {
     37: (kp_admin.CreatePartitionsRequest, kp_admin.CreatePartitionsResponse),
     42: (kp_admin.DeleteGroupsRequest, kp_admin.DeleteGroupsResponse),
     47: (kp_consumer.OffsetDeleteRequest, kp_consumer.OffsetDeleteResponse),
+    # defined, not served yet (issue 11); kafka-python 3.0's JSON for these equals 4.3's
+    24: (kp_txn.AddPartitionsToTxnRequest, kp_txn.AddPartitionsToTxnResponse),
+    25: (kp_txn.AddOffsetsToTxnRequest, kp_txn.AddOffsetsToTxnResponse),
+    26: (kp_txn.EndTxnRequest, kp_txn.EndTxnResponse),
+    27: (kp_txn.WriteTxnMarkersRequest, kp_txn.WriteTxnMarkersResponse),
+    28: (kp_txn.TxnOffsetCommitRequest, kp_txn.TxnOffsetCommitResponse),
+    61: (kp_transactions.DescribeProducersRequest, kp_transactions.DescribeProducersResponse),
+    65: (
+        kp_transactions.DescribeTransactionsRequest,
+        kp_transactions.DescribeTransactionsResponse,
+    ),
+    66: (kp_transactions.ListTransactionsRequest, kp_transactions.ListTransactionsResponse),
 }
 
 
