@@ -64,6 +64,12 @@ class BrokerConfig:
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_migration_policy: str = "bidirectional"
     offset_metadata_max_bytes: int = 4096
+    # Transactions (Kafka's transaction.* settings and defaults)
+    transaction_partitions: int = 50
+    transaction_max_timeout_ms: int = 900000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_version: int = 2
     fsync: str | None = None  # always | interval | never; None: always (with --data-dir)
     fsync_interval_ms: int = 1000
     recover: bool = False
@@ -110,6 +116,13 @@ def _policy(text: str) -> str:
     value = text.strip().lower()
     if value not in MIGRATION_POLICIES:
         raise argparse.ArgumentTypeError(f"must be one of {', '.join(MIGRATION_POLICIES)}")
+    return value
+
+
+def _transaction_version(text: str) -> int:
+    value = _positive_int(text)
+    if value not in (1, 2):
+        raise argparse.ArgumentTypeError("must be 1 or 2")
     return value
 
 
@@ -307,6 +320,39 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "offset_metadata_max_bytes",
         _positive_int,
         "Kafka: offset.metadata.max.bytes",
+    ),
+    (
+        "--transaction-partitions",
+        "transaction_partitions",
+        _at_least_one,
+        "transaction coordinator shards (Kafka: transaction.state.log.num.partitions)",
+    ),
+    (
+        "--transaction-max-timeout-ms",
+        "transaction_max_timeout_ms",
+        _at_least_one,
+        "the longest transaction timeout a producer may ask for "
+        "(Kafka: transaction.max.timeout.ms)",
+    ),
+    (
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        _at_least_one,
+        "how often transactions past their timeout are aborted "
+        "(Kafka: transaction.abort.timed.out.transaction.cleanup.interval.ms)",
+    ),
+    (
+        "--transactional-id-expiration-ms",
+        "transactional_id_expiration_ms",
+        _at_least_one,
+        "idle transactional ids are forgotten after this (Kafka: transactional.id.expiration.ms)",
+    ),
+    (
+        "--transaction-version",
+        "transaction_version",
+        _transaction_version,
+        "the finalized transaction.version advertised: 2 (KIP-890: partitions added by "
+        "Produce and TxnOffsetCommit, an epoch bump per transaction) or 1",
     ),
 ]
 

@@ -14,6 +14,7 @@ from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
 from broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
+from broker.transactions import open_transactions
 
 log = structlog.get_logger("kgroupd.server")
 
@@ -84,6 +85,7 @@ class KafkaServer:
                 await self._housekeeping
         # Parked JoinGroup/SyncGroup are answered (NOT_COORDINATOR) and timers stop; with a
         # data dir, the coordinator's state is snapshotted first.
+        self.broker.transactions.shutdown()
         if self.broker.durability is not None:
             await self.broker.durability.close()
         else:
@@ -115,7 +117,9 @@ def open_broker(
             coordinator_config(config), timers, config.node_id, topics=TopicsOf(topics)
         )
         topics.listeners.append(coordinator.on_topics_changed)
-        return Broker(config, config.cluster_id or new_cluster_id(), topics, producers, coordinator)
+        transactions = open_transactions(config, timers, topics, producers, coordinator)
+        cluster_id = config.cluster_id or new_cluster_id()
+        return Broker(config, cluster_id, topics, producers, coordinator, transactions)
     from broker.storage.durability import Durability
 
     durability = Durability(config, loop)
@@ -125,5 +129,8 @@ def open_broker(
         coordinator_config(config), timers, config.node_id, durability.sink_for, TopicsOf(topics)
     )
     topics.listeners.append(coordinator.on_topics_changed)
-    durability.attach(coordinator, records)
-    return Broker(config, cluster_id, topics, producers, coordinator, durability)
+    transactions = open_transactions(
+        config, timers, topics, producers, coordinator, durability.txn_sink_for, loaded=False
+    )
+    durability.attach(coordinator, records, transactions)
+    return Broker(config, cluster_id, topics, producers, coordinator, transactions, durability)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig
 from broker.coordinator import CoordinatorConfig, GroupCoordinator
+from broker.coordinator.txn import TransactionCoordinator
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
 
@@ -26,6 +27,7 @@ class Broker:
         topics: TopicManager,
         producers: ProducerStateManager,
         coordinator: GroupCoordinator,
+        transactions: TransactionCoordinator,
         durability: Durability | None = None,
     ) -> None:
         self.config = config
@@ -34,6 +36,7 @@ class Broker:
         self.topics = topics
         self.producers = producers
         self.coordinator = coordinator
+        self.transactions = transactions
         self.advertised_host = config.advertised_host or config.host
         self.advertised_port = config.advertised_port or config.port
         # Under --data-dir: broker.storage.durability.Durability.

@@ -13,8 +13,13 @@ from protocol.errors import ErrorCode
 
 # Feature flags (KIP-584) Kafka 4.3 advertises, each with the API that makes it true here:
 # name -> (api key that must be served, min supported, max supported = finalized level).
-# group.version 1 means the KIP-848 consumer group protocol (ConsumerGroupHeartbeat).
-FEATURES: dict[str, tuple[int, int, int]] = {"group.version": (68, 0, 1)}
+# group.version 1 means the KIP-848 consumer group protocol (ConsumerGroupHeartbeat);
+# transaction.version 2 KIP-890 part 2 transactions (EndTxn v5): its finalized level is
+# --transaction-version (1 or 2).
+FEATURES: dict[str, tuple[int, int, int]] = {
+    "group.version": (68, 0, 1),
+    "transaction.version": (26, 0, 2),
+}
 FINALIZED_FEATURES_EPOCH = 1
 
 
@@ -23,7 +28,7 @@ def features() -> list[tuple[str, int, int]]:
     return [(name, lo, hi) for name, (api, lo, hi) in FEATURES.items() if api in HANDLERS]
 
 
-def api_versions_body(error: ErrorCode) -> Fields:
+def api_versions_body(error: ErrorCode, transaction_version: int = 2) -> Fields:
     keys = [
         {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported_versions()
     ]
@@ -34,12 +39,16 @@ def api_versions_body(error: ErrorCode) -> Fields:
             {"name": n, "min_version": lo, "max_version": hi} for n, lo, hi in found
         ]
         body["finalized_features_epoch"] = FINALIZED_FEATURES_EPOCH
+        finalized = {n: hi for n, _lo, hi in found}
+        if "transaction.version" in finalized:
+            finalized["transaction.version"] = transaction_version
         body["finalized_features"] = [
-            {"name": n, "max_version_level": hi, "min_version_level": hi} for n, _lo, hi in found
+            {"name": n, "max_version_level": level, "min_version_level": level}
+            for n, level in finalized.items()
         ]
     return body
 
 
 @handler(18)
 def handle_api_versions(ctx: RequestContext, req: Fields) -> Fields:
-    return api_versions_body(ErrorCode.NONE)
+    return api_versions_body(ErrorCode.NONE, ctx.broker.config.transaction_version)

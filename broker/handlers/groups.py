@@ -77,8 +77,8 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
     broker = ctx.broker
     code, message = ErrorCode.NONE, None
     if key_type == 1:
-        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        message = "transactions are not supported by kgroupd"
+        if not key:
+            code, message = ErrorCode.INVALID_REQUEST, "the transactional id must not be empty"
     elif key_type != 0:
         code, message = ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
     elif not broker.coordinator.coordinator_for(key).owned:

@@ -1,12 +1,16 @@
-"""Produce v0-v13 and InitProducerId v0-v5.
+"""Produce v0-v13.
 
 Produce v0-v2 (message formats v0/v1) are advertised but every partition is refused with
 UNSUPPORTED_VERSION, as Kafka 4 does (KAFKA-18659: older librdkafka compresses only when
 the broker lists Produce v0). Produce v3 is the first magic-2 version; v5 adds
 log_start_offset, v8 record errors and an error message per partition, v9 is flexible, v10
 adds the current leader and node endpoints (tagged; left at their defaults: the leader never
-moves), v13 names topics by id (an unknown id: UNKNOWN_TOPIC_ID). InitProducerId v2 is
-flexible; v3+ lets an idempotent producer ask for its epoch to be bumped (KIP-360).
+moves), v13 names topics by id (an unknown id: UNKNOWN_TOPIC_ID).
+Transactional batches (a transactional id in the request) must belong to a partition of the
+producer's ongoing transaction: Produce v12+ under ``transaction.version`` 2 adds it (KIP-890
+part 2); older requests are verified (KIP-890 part 1), answering INVALID_TXN_STATE (v11:
+TRANSACTION_ABORTABLE) when it was not added, INVALID_PRODUCER_EPOCH when fenced, and
+NOT_ENOUGH_REPLICAS (retriable) while the coordinator cannot tell yet.
 Batches stay bytes: the header and CRC-32C are checked, the base offset (and partition leader
 epoch) rewritten, and LogAppendTime topics get their timestamp fields and CRC rewritten.
 Idempotent batches are de-duplicated over the last five per (producer, partition).
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import struct
 
+from broker.coordinator.txn import AddPartitions
 from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from broker.log.partition import now_ms
 from broker.log.topics import Topic
@@ -55,7 +60,13 @@ def _part(
     }
 
 
-def append_partition(ctx: RequestContext, topic: Topic, index: int, data: bytes | None) -> Fields:
+def append_partition(
+    ctx: RequestContext,
+    topic: Topic,
+    index: int,
+    data: bytes | None,
+    txn_id: str | None = None,
+) -> Fields:
     if not 0 <= index < len(topic.partitions):
         return _part(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     log = topic.partitions[index]
@@ -84,12 +95,21 @@ def append_partition(ctx: RequestContext, topic: Topic, index: int, data: bytes 
         return _part(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
     except InvalidBatch as exc:
         return _part(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-    if header.is_transactional:
+    if header.is_transactional != (txn_id is not None) or (
+        header.is_transactional and header.producer_id < 0
+    ):
         return _part(
             index,
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            message="transactions are not supported by kgroupd",
+            ErrorCode.INVALID_RECORD,
+            message="transactional batches need a transactional id and a producer id, and a "
+            "transactional id needs transactional batches",
         )
+    if txn_id is not None:
+        code = verify_transaction(
+            ctx, txn_id, header.producer_id, header.producer_epoch, topic, index
+        )
+        if code is not ErrorCode.NONE:
+            return _part(index, code, log_start=log.log_start_offset)
     producers = ctx.broker.producers
     idempotent = header.producer_id >= 0
     if idempotent:
@@ -128,9 +148,42 @@ def append_partition(ctx: RequestContext, topic: Topic, index: int, data: bytes 
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
 
 
+# Errors the coordinator gives while it cannot decide, answered as a retriable error (Kafka's
+# NotEnoughReplicasException: no metadata refresh) so every client retries the produce.
+_RETRY = {
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+}
+
+
+def verify_transaction(
+    ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topic: Topic, index: int
+) -> ErrorCode:
+    """The partition is in the producer's ongoing transaction (added here for a
+    transaction-version-2 producer)."""
+    transactions = ctx.broker.transactions
+    tp = frozenset({(topic.name, index)})
+    if ctx.api_version >= 12 and ctx.broker.config.transaction_version >= 2:
+        cmd = AddPartitions(txn_id, producer_id, epoch, tp, transaction_version=2)
+        error = transactions.add_partitions(cmd)
+    else:
+        result = transactions.verify_partitions(AddPartitions(txn_id, producer_id, epoch, tp))
+        error = result.errors.get((topic.name, index), ErrorCode.NONE)
+        if error is ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version != 11:
+            error = ErrorCode.INVALID_TXN_STATE  # older clients know only this one
+    if error is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error in _RETRY:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return error
+
+
 @handler(0)
 def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     acks = req["acks"]
+    txn_id = req["transactional_id"]
     topics_mgr = ctx.broker.topics
     by_id = ctx.api_version >= TOPIC_IDS_FROM
     out = []
@@ -150,19 +203,11 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
                 )
             elif acks not in (0, 1, -1):
                 parts.append(_part(index, ErrorCode.INVALID_REQUIRED_ACKS))
-            elif req["transactional_id"] is not None:
-                parts.append(
-                    _part(
-                        index,
-                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        message="transactions are not supported by kgroupd",
-                    )
-                )
             elif topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(_part(index, code))
             else:
-                part = append_partition(ctx, topic, index, p["records"])
+                part = append_partition(ctx, topic, index, p["records"], txn_id)
                 appended = appended or part["error_code"] == 0
                 parts.append(part)
         out.append({"name": t["name"], "topic_id": t["topic_id"], "partition_responses": parts})
@@ -174,20 +219,3 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     if synced is None:
         return reply
     return Held(synced, reply)
-
-
-@handler(22)
-def handle_init_producer_id(ctx: RequestContext, req: Fields) -> Fields:
-    if req["transactional_id"] is not None:
-        ctx.log.warning("transactions_unsupported", transactional_id=req["transactional_id"])
-        return {
-            "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
-    producer_id, epoch = req["producer_id"], req["producer_epoch"]
-    # KIP-360: an idempotent producer that lost track of its sequences asks for its epoch to
-    # be bumped; past the largest epoch it gets a new producer id, as Kafka does.
-    if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:
-        return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch + 1}
-    return {"error_code": 0, "producer_id": ctx.broker.producers.allocate(), "producer_epoch": 0}

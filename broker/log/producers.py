@@ -38,6 +38,11 @@ class ProducerStateManager:
         self._next_id += 1
         return pid
 
+    def observe(self, producer_id: int) -> None:
+        """A producer id seen in a replayed record: never hand it out again."""
+        if producer_id >= self._next_id:
+            self._next_id = producer_id + 1
+
     def known(self, producer_id: int) -> bool:
         return 0 < producer_id < self._next_id
 
@@ -102,6 +107,14 @@ class ProducerStateManager:
                         stored.base_offset,
                     )
                     self._next_id = max(self._next_id, h.producer_id + 1)
+
+    def active(self, topic: str, partition: int) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, last sequence) of the producers with state in a partition."""
+        return [
+            (pid, state.epoch, state.batches[-1].last_seq if state.batches else -1)
+            for (pid, t, p), state in sorted(self._state.items())
+            if t == topic and p == partition
+        ]
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._state if k[1] == topic]:

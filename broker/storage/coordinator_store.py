@@ -62,6 +62,14 @@ from broker.coordinator.records import (
     encode_record,
     record_from_dict,
 )
+from broker.coordinator.txn.records import (
+    TXN_RECORD_TYPES,
+    TransactionMetadataRecord,
+    TransactionTombstoneRecord,
+    TxnRecord,
+    decode_txn_record,
+    encode_txn_record,
+)
 from broker.storage.coordinator_format import (
     TYPE_OFFSET_BLOCK,
     decode_header,
@@ -94,21 +102,45 @@ _SHARED_NAME = re.compile(r"^log-(\d+)\.log$")
 OffsetsOf = Callable[[int], list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]]
 
 
-class ShardLoader(Protocol):
-    """What start-up loads a shard through (``CoordinatorShard``)."""
+TXN_RECORD_CLASSES = (TransactionMetadataRecord, TransactionTombstoneRecord)
+_TXN_TYPE_NUMBERS = frozenset(TXN_RECORD_TYPES.values())
 
-    def replay(self, record: Record) -> None: ...
+# What the shared log holds: the group coordinator's records and the transaction
+# coordinator's (types 13/14, owned by the shard of their transactional id's hash).
+StoredRecord = Record | TxnRecord
+
+
+def owner_of(record: StoredRecord) -> str:
+    """The id whose hash picks the file shard of a record: its group or transactional id."""
+    if isinstance(record, TXN_RECORD_CLASSES):
+        return record.transactional_id
+    return record.group_id
+
+
+def encode_stored(record: StoredRecord) -> bytes:
+    if isinstance(record, TXN_RECORD_CLASSES):
+        return encode_txn_record(record)
+    return encode_record(record)
+
+
+class ShardLoader(Protocol):
+    """What start-up loads a shard through (``CoordinatorShard``, with the transaction
+    coordinator's records routed by ``broker.storage.durability``)."""
+
+    def replay(self, record: StoredRecord) -> None: ...
 
     def load_offsets(
         self, group_id: str, topic: str, offsets: dict[int, OffsetAndMetadata]
     ) -> None: ...
 
 
-def _decode(path: Path, at: int, payload: bytes, version: int) -> Record:
+def _decode(path: Path, at: int, payload: bytes, version: int) -> StoredRecord:
     """One record of a log (or a version 1 snapshot) of format ``version``."""
     try:
         if version == 1:
             return record_from_dict(json.loads(payload))
+        if len(payload) >= 2 and payload[1] in _TXN_TYPE_NUMBERS:
+            return decode_txn_record(payload)
         return decode_record(payload)
     except NewerRecordFormat as exc:
         raise StorageError(f"{path}: entry at byte offset {at}: {exc}") from None
@@ -126,6 +158,8 @@ class ShardFiles:
     consumer: dict[tuple[str, ...], ConsumerRecord] = field(default_factory=dict)
     # Offsets pending in transactions, per key (their producer's marker removes them).
     txn_offsets: dict[tuple[str, ...], TxnOffsetCommitRecord] = field(default_factory=dict)
+    # Latest transaction-coordinator record per transactional id (a tombstone removes it).
+    txns: dict[str, TxnRecord] = field(default_factory=dict)
 
 
 @dataclass
@@ -135,8 +169,8 @@ class Snapshot:
     shard: int
     groups: list[GroupMetadataRecord]
     offsets: list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]
-    # consumer-group records, then offsets pending in transactions
-    consumer: list[ConsumerRecord | TxnOffsetCommitRecord] = field(default_factory=list)
+    # consumer-group records, offsets pending in transactions, transactions
+    consumer: list[ConsumerRecord | TxnOffsetCommitRecord | TxnRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -238,7 +272,7 @@ class CoordinatorStore:
             result = ScanResult()
             for at, payload in iter_entries(str(path), data, KIND_RECORD_LOG, result):
                 record = _decode(path, at, payload, result.version)
-                shard = partition_for(record.group_id, partitions)
+                shard = partition_for(owner_of(record), partitions)
                 if seq >= covered[shard]:
                     self._track(self.shards[shard], record)
                     into[shard].replay(record)
@@ -389,7 +423,7 @@ class CoordinatorStore:
         self.fd, self.seq, self.size = fd, seq, size
 
     # --- the live path ---------------------------------------------------------------------
-    def _track(self, files: ShardFiles, record: Record) -> None:
+    def _track(self, files: ShardFiles, record: StoredRecord) -> None:
         if isinstance(record, GroupMetadataRecord):
             files.groups[record.group_id] = record
         elif isinstance(record, GroupTombstoneRecord):
@@ -401,6 +435,10 @@ class CoordinatorStore:
                     del files.consumer[key]
         elif type(record) in CONSUMER_RECORD_TYPES:
             files.consumer[record.key()] = record  # type: ignore[assignment]
+        elif isinstance(record, TransactionMetadataRecord):
+            files.txns[record.transactional_id] = record
+        elif isinstance(record, TransactionTombstoneRecord):
+            files.txns.pop(record.transactional_id, None)
         elif isinstance(record, TxnOffsetCommitRecord):
             files.txn_offsets[record.key()] = record
         elif isinstance(record, TxnOffsetMarkerRecord):
@@ -465,7 +503,11 @@ class CoordinatorStore:
                     p,
                     list(self.shards[p].groups.values()),
                     self.offsets_of(p),
-                    [*self.shards[p].consumer.values(), *self.shards[p].txn_offsets.values()],
+                    [
+                        *self.shards[p].consumer.values(),
+                        *self.shards[p].txn_offsets.values(),
+                        *self.shards[p].txns.values(),
+                    ],
                 )
                 for p in changed
             ],
@@ -530,7 +572,7 @@ class CoordinatorStore:
             for group in snapshot.groups:
                 f.write(entry(encode_record(group)))
             for record in snapshot.consumer:
-                f.write(entry(encode_record(record)))
+                f.write(entry(encode_stored(record)))
             for group_id, topic, parts in snapshot.offsets:
                 offsets += len(parts)
                 for block in encode_offset_blocks(group_id, topic, parts):
@@ -563,7 +605,7 @@ class CoordinatorStore:
             await asyncio.get_running_loop().run_in_executor(None, self._write_snapshots, final)
 
 
-def file_records(path: Path, data: bytes | None = None) -> Iterator[Record]:
+def file_records(path: Path, data: bytes | None = None) -> Iterator[StoredRecord]:
     """The records in a coordinator log or snapshot file, of either format version, for tools
     and tests: a snapshot's offset blocks come out as one ``OffsetCommitRecord`` per
     partition and its header entry is skipped. Stops at the first damaged entry."""
@@ -603,14 +645,14 @@ class _ShardSink:
         self.shard = shard
         self.files = store.shards[shard]
 
-    def __call__(self, record: Record, /) -> None:
+    def __call__(self, record: StoredRecord, /) -> None:
         store = self.store
         if store.closed:
             log.error("record_after_close", shard=self.shard, record=type(record).__name__)
             return
         if type(record) is not OffsetCommitRecord:
             store._track(self.files, record)
-        store.buf += entry(encode_record(record))
+        store.buf += entry(encode_stored(record))
         store.changed.add(self.shard)
         store._appended()
 

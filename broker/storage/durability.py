@@ -7,17 +7,53 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from broker.coordinator.core import OffsetAndMetadata
+from broker.coordinator.placement import partition_for
 from broker.coordinator.records import RecordSink
-from broker.storage.coordinator_store import CoordinatorStore
+from broker.coordinator.txn import TransactionCoordinator
+from broker.coordinator.txn.core import TxnRecordSink
+from broker.coordinator.txn.records import TxnRecord
+from broker.storage.coordinator_store import (
+    TXN_RECORD_CLASSES,
+    CoordinatorStore,
+    StoredRecord,
+)
 from broker.storage.datadir import DataDir
 from broker.storage.fsync import FsyncWorker
 from broker.storage.topic_store import TopicStore
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.coordinator import GroupCoordinator
+    from broker.coordinator import CoordinatorShard, GroupCoordinator
     from broker.log.producers import ProducerStateManager
     from broker.log.topics import TopicManager
+
+
+class _Loader:
+    """Start-up: a group coordinator shard's records to it, transaction records set aside
+    for the transaction coordinator's shard of their id."""
+
+    def __init__(
+        self,
+        shard: CoordinatorShard,
+        transactions: TransactionCoordinator | None,
+        txn_records: dict[int, list[TxnRecord]],
+    ) -> None:
+        self.shard = shard
+        self.transactions = transactions
+        self.txn_records = txn_records
+
+    def replay(self, record: StoredRecord) -> None:
+        if isinstance(record, TXN_RECORD_CLASSES):
+            if self.transactions is not None:
+                p = self.transactions.partition_for(record.transactional_id)
+                self.txn_records.setdefault(p, []).append(record)
+            return
+        self.shard.replay(record)
+
+    def load_offsets(
+        self, group_id: str, topic: str, offsets: dict[int, OffsetAndMetadata]
+    ) -> None:
+        self.shard.load_offsets(group_id, topic, offsets)
 
 
 class Durability:
@@ -56,15 +92,39 @@ class Durability:
         assert self.coordinator_store is not None
         return self.coordinator_store.sink_for(shard)
 
-    def attach(self, coordinator: GroupCoordinator, store: CoordinatorStore) -> None:
-        """Load every shard from its snapshot and logs (streamed, shard by shard)."""
+    def txn_sink_for(self, _txn_partition: int) -> TxnRecordSink:
+        """A transaction shard's records go to the file shard of their transactional id's
+        hash (the log and snapshots are shared with the group coordinator's records)."""
+        store = self.coordinator_store
+        assert store is not None
+        partitions = self.config.offsets_partitions
+
+        def sink(record: TxnRecord) -> None:
+            store.sink_for(partition_for(record.transactional_id, partitions))(record)
+
+        return sink
+
+    def attach(
+        self,
+        coordinator: GroupCoordinator,
+        store: CoordinatorStore,
+        transactions: TransactionCoordinator | None = None,
+    ) -> None:
+        """Load every shard from its snapshot and logs (streamed, shard by shard): the
+        group coordinator's first, then the transaction coordinator's, whose load writes
+        again the markers of transactions left preparing."""
         self.coordinator = coordinator
         store.offsets_of = self._offsets_of
         for shard in coordinator.shards:
             shard.loading = True
-        store.load(coordinator.shards)
+        txn_records: dict[int, list[TxnRecord]] = {}
+        loaders = [_Loader(shard, transactions, txn_records) for shard in coordinator.shards]
+        store.load(loaders)
         for shard in coordinator.shards:
             shard.complete_loading()
+        if transactions is not None:
+            for txn_shard in transactions.shards:
+                txn_shard.load(txn_records.get(txn_shard.partition, []))
 
     def _offsets_of(self, partition: int) -> list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]:
         """A shard's committed offsets per (group, topic), copied (for a snapshot)."""

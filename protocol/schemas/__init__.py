@@ -50,10 +50,17 @@ SERVED: dict[int, tuple[int, int]] = {
     19: (0, 7),  # CreateTopics
     20: (0, 6),  # DeleteTopics
     22: (0, 5),  # InitProducerId (v6 is latestVersionUnstable in Kafka 4.3)
+    24: (0, 5),  # AddPartitionsToTxn
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 5),  # EndTxn
+    28: (0, 5),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
 }
@@ -69,8 +76,7 @@ DEFINITIONS: dict[int, tuple[Message, Message]] = {
     **groups.DEFINITIONS,
     **offsets.DEFINITIONS,
     **consumer.DEFINITIONS,
-    # defined, not served yet (issue 11)
-    **txn.DEFINITIONS,
+    **txn.DEFINITIONS,  # WriteTxnMarkers (27) defined, not served: broker-to-broker
 }
 
 __all__ = [

@@ -21,7 +21,7 @@ def test_advertised_table_is_the_handler_registry_and_the_served_schemas() -> No
 
 def test_apis_defined_ahead_of_their_handlers_are_not_served() -> None:
     ahead = set(DEFINITIONS) - set(SERVED)
-    assert ahead == {24, 25, 26, 27, 28, 61, 65, 66}  # issue 11's transaction APIs
+    assert ahead == {27}  # WriteTxnMarkers: broker-to-broker
     for key in ahead:
         assert key not in HANDLERS
         assert all(lookup(key, v) is None for v in range(0, 8))
@@ -46,12 +46,21 @@ def test_api_versions_body_lists_the_registry() -> None:
         assert key in {k for k, _, _ in listed}
 
 
-def test_api_versions_advertises_group_version_1_with_the_consumer_group_protocol() -> None:
+def test_api_versions_advertises_group_and_transaction_versions() -> None:
     body = api_versions_body(ErrorCode.NONE)
     assert body["supported_features"] == [
-        {"name": "group.version", "min_version": 0, "max_version": 1}
+        {"name": "group.version", "min_version": 0, "max_version": 1},
+        {"name": "transaction.version", "min_version": 0, "max_version": 2},
     ]
     assert body["finalized_features"] == [
-        {"name": "group.version", "max_version_level": 1, "min_version_level": 1}
+        {"name": "group.version", "max_version_level": 1, "min_version_level": 1},
+        {"name": "transaction.version", "max_version_level": 2, "min_version_level": 2},
     ]
     assert body["finalized_features_epoch"] >= 0
+    # --transaction-version 1: finalized at 1 (clients use AddPartitionsToTxn, EndTxn < v5)
+    older = api_versions_body(ErrorCode.NONE, transaction_version=1)
+    assert older["finalized_features"][1] == {
+        "name": "transaction.version",
+        "max_version_level": 1,
+        "min_version_level": 1,
+    }

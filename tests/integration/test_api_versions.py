@@ -18,7 +18,8 @@ async def test_api_versions_v4_lists_the_served_table_and_the_features(server: K
     assert resp["error_code"] == 0
     listed = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
     assert listed == SERVED
-    assert [f["name"] for f in resp["finalized_features"]] == ["group.version"]
+    finalized = {f["name"]: f["max_version_level"] for f in resp["finalized_features"]}
+    assert finalized == {"group.version": 1, "transaction.version": 2}
 
 
 async def test_kafka_python_sees_a_kafka_4_broker(server: KafkaServer) -> None:

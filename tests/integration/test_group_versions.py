@@ -80,8 +80,10 @@ async def test_find_coordinator_v4_plus_answers_every_key_of_a_batch(
     for c in got.values():
         assert (c["error_code"], c["node_id"], c["port"]) == (0, 0, server.port)
     txn = await wire.request(FIND_COORDINATOR, 6, {"key_type": 1, "coordinator_keys": ["t1", "t2"]})
-    assert [c["key"] for c in txn["coordinators"]] == ["t1", "t2"]
-    assert all(c["error_code"] and c["node_id"] == -1 for c in txn["coordinators"])
+    assert [c["key"] for c in txn["coordinators"]] == ["t1", "t2"]  # transaction coordinators
+    assert all((c["error_code"], c["port"]) == (0, server.port) for c in txn["coordinators"])
+    empty = await wire.request(FIND_COORDINATOR, 6, {"key_type": 1, "coordinator_keys": [""]})
+    assert empty["coordinators"][0]["error_code"] == ErrorCode.INVALID_REQUEST
     old = await wire.request(FIND_COORDINATOR, 3, {"key": "a", "key_type": 0})
     assert (old["error_code"], old["port"]) == (0, server.port)
 

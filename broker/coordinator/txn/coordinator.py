@@ -32,7 +32,8 @@ __all__ = ["TransactionCoordinator"]
 
 class TransactionCoordinator:
     """Routes each command to the shard of its transactional id. ``sink_for(partition)``
-    gives the record sink of a shard (None: records are dropped, as in tests)."""
+    gives the record sink of a shard (None: records are dropped, as in tests). With
+    ``loaded=False`` every shard waits for ``load(records)`` (start-up from a data dir)."""
 
     def __init__(
         self,
@@ -41,11 +42,18 @@ class TransactionCoordinator:
         producer_ids: ProducerIdAllocator,
         markers: MarkerWriter,
         sink_for: Callable[[int], TxnRecordSink | None] | None = None,
+        loaded: bool = True,
     ) -> None:
         self.config = config
         self.shards = [
             TransactionShard(
-                p, config, timers, producer_ids, markers, sink_for(p) if sink_for else None
+                p,
+                config,
+                timers,
+                producer_ids,
+                markers,
+                sink_for(p) if sink_for else None,
+                loaded=loaded,
             )
             for p in range(config.transaction_partitions)
         ]
