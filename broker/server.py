@@ -129,8 +129,6 @@ def open_broker(
         coordinator_config(config), timers, config.node_id, durability.sink_for, TopicsOf(topics)
     )
     topics.listeners.append(coordinator.on_topics_changed)
-    transactions = open_transactions(
-        config, timers, topics, producers, coordinator, durability.txn_sink_for, loaded=False
-    )
+    transactions = open_transactions(config, timers, topics, producers, coordinator, durability)
     durability.attach(coordinator, records, transactions)
     return Broker(config, cluster_id, topics, producers, coordinator, transactions, durability)
