@@ -2,7 +2,8 @@
 
 v1: null topics means all (v0: empty means all), controller id, rack, is_internal.
 v2: cluster id. v3: throttle time. v4: allow_auto_topic_creation. v5: offline replicas.
-v7: leader epoch. v8: authorized operations when asked (with no authorizer, every operation
+v7: leader epoch. ``__transaction_state`` is listed (internal) once a transactional id was
+used. v8: authorized operations when asked (with no authorizer, every operation
 Kafka defines on a topic, or on the cluster up to v10). v9: flexible. v10: topic ids, and
 topics asked for by id (an unknown id: UNKNOWN_TOPIC_ID). v12: a null name in the answer for
 a topic asked for by unknown id. v13: a top-level error code.
@@ -42,6 +43,40 @@ def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUEST
     }
 
 
+TRANSACTION_STATE = "__transaction_state"
+
+
+def transaction_state_entry(ctx: RequestContext, ops: int = NOT_REQUESTED) -> Fields:
+    """The transaction coordinator's internal topic, as Kafka lists it once created (on the
+    first transactional use): ``--transaction-partitions`` partitions, all led here. Its id
+    is derived from the cluster id, so it is stable across restarts."""
+    broker = ctx.broker
+    node = broker.node_id
+    return {
+        "error_code": 0,
+        "name": TRANSACTION_STATE,
+        "topic_id": transaction_state_id(broker.cluster_id),
+        "is_internal": True,
+        "partitions": [
+            {
+                "error_code": 0,
+                "partition_index": i,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+            for i in range(broker.config.transaction_partitions)
+        ],
+        "topic_authorized_operations": ops,
+    }
+
+
+def transaction_state_id(cluster_id: str) -> uuid.UUID:
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kgroupd:{cluster_id}:{TRANSACTION_STATE}")
+
+
 def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Fields:
     return {
         "error_code": int(code),
@@ -63,6 +98,8 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
     entries: list[Fields] = []
     if requested is None:
         entries = [topic_entry(ctx, t, ops) for t in topics_mgr.topics.values()]
+        if broker.transactions.used:
+            entries.append(transaction_state_entry(ctx, ops))
     else:
         seen: set[str | uuid.UUID] = set()
         for item in requested:
@@ -73,7 +110,9 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
                     continue
                 seen.add(topic_id)
                 found = topics_mgr.by_id(topic_id)
-                if found is None:
+                if found is None and topic_id == transaction_state_id(broker.cluster_id):
+                    entries.append(transaction_state_entry(ctx, ops))
+                elif found is None:
                     entries.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                 else:
                     entries.append(topic_entry(ctx, found, ops))
@@ -103,6 +142,8 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
 
 def _by_name(ctx: RequestContext, name: str, allow_auto: bool, ops: int) -> Fields:
     broker = ctx.broker
+    if name == TRANSACTION_STATE:  # internal: never a data topic
+        return transaction_state_entry(ctx, ops)
     topic = broker.topics.get(name)
     if topic is None and broker.config.auto_create_topics and allow_auto:
         try:

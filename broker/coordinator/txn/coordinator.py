@@ -57,6 +57,15 @@ class TransactionCoordinator:
             )
             for p in range(config.transaction_partitions)
         ]
+        self._used = False
+
+    @property
+    def used(self) -> bool:
+        """A transactional id has been known here (Kafka's ``__transaction_state`` exists
+        from then on)."""
+        if not self._used:
+            self._used = any(shard.transactions for shard in self.shards)
+        return self._used
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.transaction_partitions)
