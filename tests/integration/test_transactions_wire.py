@@ -147,3 +147,45 @@ async def test_transaction_version_1_makes_produce_verify() -> None:
         assert topic["results_by_partition"][0]["partition_error_code"] == 0
         ok = await wire.request(PRODUCE, 12, produce("w-4", txn_batch(pid, epoch)))
         assert produce_error(ok) == 0
+
+
+async def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator() -> None:
+    import asyncio
+
+    from tests.support.kafka_wire import fetch_request, only_partition
+
+    async with (
+        running_server(
+            log_level="warning", transaction_abort_timed_out_transaction_cleanup_interval_ms=50
+        ) as srv,
+        await WireClient.connect(srv.port) as wire,
+    ):
+        await create_topic(wire, "w", 1)
+        body = {"transactional_id": "w-5", "transaction_timeout_ms": 200}
+        resp = await wire.request(INIT_PID, 5, body | {"producer_id": -1, "producer_epoch": -1})
+        pid, epoch = resp["producer_id"], resp["producer_epoch"]
+        assert (
+            produce_error(await wire.request(PRODUCE, 12, produce("w-5", txn_batch(pid, epoch))))
+            == 0
+        )
+
+        async def fetch() -> dict[str, Any]:
+            body = fetch_request("w", 0, 0) | {"isolation_level": 1}
+            return only_partition(await wire.request(1, 12, body))
+
+        assert (await fetch())["last_stable_offset"] == 0  # open
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if srv.broker.transactions.describe("w-5").state == "CompleteAbort":
+                break
+        done = await fetch()
+        assert done["last_stable_offset"] == done["high_watermark"] == 2  # data + abort marker
+        assert [a["producer_id"] for a in done["aborted_transactions"]] == [pid]
+        # the abort bumped the producer's epoch: its commit is refused (EndTxn v4: fenced;
+        # v5, transaction version 2, sees epoch + 1 as its own bump: the state is wrong)
+        commit = {"transactional_id": "w-5", "producer_id": pid, "producer_epoch": epoch}
+        commit["committed"] = True
+        v4 = await wire.request(END_TXN, 4, commit)
+        assert v4["error_code"] == ErrorCode.PRODUCER_FENCED
+        v5 = await wire.request(END_TXN, 5, commit)
+        assert v5["error_code"] == ErrorCode.INVALID_TXN_STATE
