@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.listeners import Listener, ListenerError, build_listeners
+
 
 def new_cluster_id() -> str:
     """Kafka's cluster ids are a random UUID in URL-safe base64 without padding."""
@@ -37,6 +39,10 @@ class BrokerConfig:
     port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
+    # Kafka-style listeners (broker.listeners); unset: one PLAINTEXT listener on host:port
+    listeners: str | None = None
+    advertised_listeners: str | None = None
+    listener_security_protocol_map: str | None = None
     node_id: int = 0
     cluster_id: str | None = None
     data_dir: str | None = None
@@ -78,6 +84,21 @@ class BrokerConfig:
     @property
     def fsync_mode(self) -> str:
         return self.fsync or "always"
+
+    def listener_list(self) -> list[Listener]:
+        """The listeners to bind (``broker.listeners``); ``ConfigError`` for bad settings."""
+        try:
+            return build_listeners(
+                self.listeners,
+                self.advertised_listeners,
+                self.listener_security_protocol_map,
+                self.host,
+                self.port,
+                self.advertised_host,
+                self.advertised_port,
+            )
+        except ListenerError as exc:
+            raise ConfigError(str(exc)) from None
 
     def advertised(self, bound_port: int) -> tuple[str, int]:
         host = self.advertised_host
@@ -171,6 +192,26 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "advertised_port",
         _port,
         "port given to clients in Metadata (default: the bound port)",
+    ),
+    (
+        "--listeners",
+        "listeners",
+        str,
+        "NAME://HOST:PORT[,...] to listen on (Kafka: listeners); replaces --host/--port",
+    ),
+    (
+        "--advertised-listeners",
+        "advertised_listeners",
+        str,
+        "NAME://HOST:PORT[,...] given to clients that reach each listener "
+        "(Kafka: advertised.listeners; default: as each listens)",
+    ),
+    (
+        "--listener-security-protocol-map",
+        "listener_security_protocol_map",
+        str,
+        "NAME:PROTOCOL[,...] (Kafka: listener.security.protocol.map; default maps PLAINTEXT, "
+        "SSL, SASL_PLAINTEXT and SASL_SSL to themselves; only PLAINTEXT is served so far)",
     ),
     ("--node-id", "node_id", _positive_int, "this broker's node id"),
     (
@@ -436,6 +477,12 @@ def load_config(
             values[dest] = tuple(flag_value) if dest == "create_topics" else flag_value
         elif env_name(dest) in env:
             values[dest] = _from_env(dest, env[env_name(dest)])
+    shorthand = [k for k in ("host", "port", "advertised_host", "advertised_port") if k in values]
+    if "listeners" in values and shorthand:
+        flags = ", ".join("--" + k.replace("_", "-") for k in shorthand)
+        raise ConfigError(f"--listeners replaces {flags}: give one form or the other")
+    if values.get("data_dir") == "":
+        values["data_dir"] = None  # KGROUPD_DATA_DIR= (empty): in memory
     config = BrokerConfig(**values)  # type: ignore[arg-type]
     validate(config)
     return config
@@ -459,6 +506,7 @@ def validate(config: BrokerConfig) -> None:
         raise ConfigError("--recover needs --data-dir")
     if config.message_max_bytes > config.max_request_bytes:
         raise ConfigError("--message-max-bytes is above --max-request-bytes")
+    config.listener_list()  # raises ConfigError with Kafka's reasons
 
 
 def _validate_consumer_groups(config: BrokerConfig) -> None:

@@ -63,9 +63,15 @@ class _Close(Exception):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, server: ConnectionHost) -> None:
+    def __init__(self, server: ConnectionHost, advertised: tuple[str, int] | None = None) -> None:
         self.server = server
         self.broker = server.broker
+        # The address of the listener this connection came in on, as clients are told it
+        # (Metadata, FindCoordinator); None: the broker's first listener's.
+        self.advertised = advertised or (
+            server.broker.advertised_host,
+            server.broker.advertised_port,
+        )
         self.conn_id = next(_ids)
         self.decoder = FrameDecoder(server.broker.config.max_request_bytes)
         self.transport: asyncio.Transport | None = None
@@ -309,7 +315,14 @@ class KafkaConnection(asyncio.Protocol):
             self.client_id = header.client_id
             self.log = self.log.bind(client_id=header.client_id)
         ctx = RequestContext(
-            self.broker, api_key, version, corr, header.client_id, self.host, self.log
+            self.broker,
+            api_key,
+            version,
+            corr,
+            header.client_id,
+            self.host,
+            self.log,
+            self.advertised,
         )
         try:
             reply = entry.fn(ctx, request)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 import structlog
 
 from broker.config import BrokerConfig, new_cluster_id
 from broker.connection import KafkaConnection
 from broker.coordinator import GroupCoordinator, LoopTimers
+from broker.listeners import Listener, advertised_address
 from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
@@ -21,12 +23,18 @@ log = structlog.get_logger("kgroupd.server")
 RETENTION_CHECK_INTERVAL_S = 300.0  # Kafka: log.retention.check.interval.ms
 
 
+class ListenerBindError(OSError):
+    """A listener's address cannot be bound (in use, or not an address of this host)."""
+
+
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self._broker: Broker | None = None
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self.bound: list[tuple[Listener, int, tuple[str, int]]] = []
         self._housekeeping: asyncio.Task[None] | None = None
         self.port = config.port
 
@@ -47,25 +55,45 @@ class KafkaServer:
                 fsync=self.config.fsync_mode,
                 topics=len(broker.topics.topics),
             )
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self),
-            self.config.host,
-            self.config.port,
-            reuse_address=True,
-            backlog=1024,
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        try:
+            for listener in self.config.listener_list():
+                server = await loop.create_server(
+                    self._factory(listener),
+                    listener.host or None,
+                    listener.port,
+                    reuse_address=True,
+                    backlog=1024,
+                )
+                port = server.sockets[0].getsockname()[1]
+                self._servers.append(server)
+                self.bound.append((listener, port, advertised_address(listener, port)))
+        except OSError as exc:
+            for server in self._servers:
+                server.close()
+            raise ListenerBindError(f"cannot listen on {listener.name} {exc}") from None
+        self._server = self._servers[0]
+        self.port = self.bound[0][1]
         self.broker.bound(self.port)
         self._housekeeping = asyncio.create_task(self._retention_loop())
-        log.info(
-            "listening",
-            host=self.config.host,
-            port=self.port,
-            advertised=f"{self.broker.advertised_host}:{self.broker.advertised_port}",
-            node_id=self.broker.node_id,
-            cluster_id=self.broker.cluster_id,
-        )
+        for listener, port, (ahost, aport) in self.bound:
+            log.info(
+                "listening",
+                listener=listener.name,
+                host=listener.host,
+                port=port,
+                advertised=f"{ahost}:{aport}",
+                node_id=self.broker.node_id,
+                cluster_id=self.broker.cluster_id,
+            )
+
+    def _factory(self, listener: Listener) -> Callable[[], KafkaConnection]:
+        return lambda: KafkaConnection(self, self._advertised_for(listener))
+
+    def _advertised_for(self, listener: Listener) -> tuple[str, int] | None:
+        for bound, _port, advertised in self.bound:
+            if bound is listener:
+                return advertised
+        return None  # accepted before the bind finished: the first listener's
 
     async def _retention_loop(self) -> None:
         while True:
@@ -78,7 +106,8 @@ class KafkaServer:
         """Stop accepting, let in-flight requests finish, close every connection."""
         if self._server is None or self._broker is None:
             return
-        self._server.close()
+        for server in self._servers:
+            server.close()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -100,7 +129,8 @@ class KafkaServer:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.abort()
-        await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         self._server = None
         log.info("stopped")
 

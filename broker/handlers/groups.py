@@ -97,8 +97,8 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
         "error_code": 0,
         "error_message": None,
         "node_id": broker.node_id,
-        "host": broker.advertised_host,
-        "port": broker.advertised_port,
+        "host": ctx.advertised[0],
+        "port": ctx.advertised[1],
     }
 
 

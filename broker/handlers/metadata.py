@@ -128,8 +128,8 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
         "brokers": [
             {
                 "node_id": broker.node_id,
-                "host": broker.advertised_host,
-                "port": broker.advertised_port,
+                "host": ctx.advertised[0],
+                "port": ctx.advertised[1],
                 "rack": None,
             }
         ],

@@ -51,6 +51,8 @@ class RequestContext:
     client_id: str | None
     client_host: str
     log: structlog.stdlib.BoundLogger
+    # (host, port) clients of this connection's listener are told to use
+    advertised: tuple[str, int] = ("", -1)
 
 
 @dataclass(frozen=True, slots=True)

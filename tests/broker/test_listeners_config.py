@@ -1,0 +1,84 @@
+"""Listener settings are parsed and refused as Kafka parses and refuses them."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import ConfigError, load_config
+from broker.listeners import Listener
+
+
+def listeners(*argv: str, env: dict[str, str] | None = None) -> list[Listener]:
+    return load_config(list(argv), env or {}).listener_list()
+
+
+def test_the_shorthand_is_one_plaintext_listener() -> None:
+    (only,) = listeners("--host", "127.0.0.3", "--port", "9999", "--advertised-host", "k")
+    assert (only.name, only.protocol, only.host, only.port) == (
+        "PLAINTEXT",
+        "PLAINTEXT",
+        "127.0.0.3",
+        9999,
+    )
+    assert (only.advertised_host, only.advertised_port) == ("k", None)
+
+
+def test_named_listeners_with_advertised_addresses_and_a_map() -> None:
+    got = listeners(
+        "--listeners",
+        "INTERNAL://0.0.0.0:9092,EXTERNAL://[::1]:19092",
+        "--advertised-listeners",
+        "INTERNAL://kgroupd:9092,EXTERNAL://localhost:19092",
+        "--listener-security-protocol-map",
+        "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+    )
+    assert [(x.name, x.host, x.port, x.advertised_host, x.advertised_port) for x in got] == [
+        ("INTERNAL", "0.0.0.0", 9092, "kgroupd", 9092),
+        ("EXTERNAL", "::1", 19092, "localhost", 19092),
+    ]
+    # the environment form, and a listener left out of the advertised ones
+    (only,) = listeners(env={"KGROUPD_LISTENERS": "PLAINTEXT://:0"})
+    assert (only.host, only.port, only.advertised_host) == ("", 0, None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--listeners", "INTERNAL://:9092"], "no security protocol defined for listener INTERNAL"),
+        (
+            [
+                "--listeners",
+                "PLAINTEXT://:9092,OTHER://:9092",
+                "--listener-security-protocol-map",
+                "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+            ],
+            "different port",
+        ),
+        (["--listeners", "PLAINTEXT://:9092,PLAINTEXT://:9093"], "different name"),
+        (
+            ["--listeners", "PLAINTEXT://:9092", "--advertised-listeners", "OTHER://h:1"],
+            "OTHER is not one of --listeners",
+        ),
+        (
+            ["--listeners", "PLAINTEXT://:9092", "--advertised-listeners", "PLAINTEXT://0.0.0.0:1"],
+            "non-routable",
+        ),
+        (["--listeners", "SSL://:9093"], "SSL is not served yet"),
+        (["--listeners", "localhost:9092"], "is not NAME://HOST:PORT"),
+        (["--listeners", "PLAINTEXT://h:99999"], "between 0 and 65535"),
+        (["--listeners", "PLAINTEXT://:9092", "--port", "9093"], "give one form or the other"),
+        (["--advertised-listeners", "PLAINTEXT://h:1"], "needs --listeners"),
+        (
+            ["--listeners", "PLAINTEXT://:1", "--listener-security-protocol-map", "PLAINTEXT:TLS"],
+            "unknown security protocol",
+        ),
+    ],
+)
+def test_kafkas_refusals(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        listeners(*argv)
+
+
+def test_an_empty_data_dir_variable_means_in_memory() -> None:
+    assert load_config([], {"KGROUPD_DATA_DIR": ""}).data_dir is None
+    assert load_config([], {"KGROUPD_DATA_DIR": "/var/lib/kgroupd"}).data_dir == "/var/lib/kgroupd"
