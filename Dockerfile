@@ -1,17 +1,24 @@
-# kgroupd: one process, in memory by default, listening on 9092.
+# kgroupd: one process listening on 9092, durable in the /var/lib/kgroupd volume
+# (KGROUPD_DATA_DIR= empty keeps everything in memory).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
-    KGROUPD_HOST=0.0.0.0 KGROUPD_PORT=9092 KGROUPD_LOG_FORMAT=json
+    KGROUPD_LISTENERS=PLAINTEXT://0.0.0.0:9092 KGROUPD_LOG_FORMAT=json \
+    KGROUPD_DATA_DIR=/var/lib/kgroupd
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY broker ./broker
 COPY protocol ./protocol
 COPY assignors ./assignors
-RUN pip install --no-compile . && useradd --system --uid 10001 kgroupd
+RUN pip install --no-compile . && useradd --system --uid 10001 kgroupd \
+    && mkdir -p /var/lib/kgroupd && chown kgroupd /var/lib/kgroupd
 
 USER kgroupd
+VOLUME ["/var/lib/kgroupd"]
 EXPOSE 9092
-# Clients outside the container need the name they reach it by: set KGROUPD_ADVERTISED_HOST.
+# Ready means answering a Kafka ApiVersions request, not merely accepting TCP.
+HEALTHCHECK --interval=5s --timeout=3s --retries=10 CMD ["python", "-m", "broker.healthcheck"]
+# Clients outside the container need the name they reach it by:
+# KGROUPD_ADVERTISED_LISTENERS=PLAINTEXT://HOST:9092.
 ENTRYPOINT ["kgroupd"]

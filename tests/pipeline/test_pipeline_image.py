@@ -70,7 +70,7 @@ def compose_command(service: str) -> list[str]:
 
 def test_the_compose_services_pass_arguments_the_programs_accept() -> None:
     config, master = parse(compose_command("pipeline"))
-    assert config.bootstrap_server == "localhost:9092" and master == "local[2]"
+    assert config.bootstrap_server == "kgroupd:9092" and master == "local[2]"
     done = subprocess.run(
         [sys.executable, "-m", "pipeline.demo_producer", "--help"],
         capture_output=True,
