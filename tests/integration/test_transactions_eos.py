@@ -1,13 +1,15 @@
-"""Exactly-once consume-transform-produce with confluent-kafka and aiokafka: 10,000 input
-records, the processor (a subprocess, ``tests/support/ctp_processor.py``) SIGKILLed in the
-middle and restarted with the same transactional id; the output topic read with
-read_committed holds each input's output exactly once, and the group's committed offsets are
-the input's end offsets."""
+"""Exactly-once consume-transform-produce with confluent-kafka, aiokafka and kafkajs: 10,000
+input records, the processor (a subprocess, ``tests/support/ctp_processor.py`` or
+``tests/js/ctp_processor.js``) SIGKILLed in the middle and restarted with the same
+transactional id; the output topic read with read_committed holds each input's output exactly
+once, and the group's committed offsets are the input's end offsets. The kafkajs processor is
+a group member (subscribe, sessionTimeout 6 s so the killed member is expelled quickly)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -20,6 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from broker.config import TopicSpec
 from broker.server import KafkaServer
 from broker.testing import running_server
+from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS, PARTITIONS = 10_000, 6
@@ -33,16 +36,27 @@ async def server() -> AsyncIterator[KafkaServer]:
 
 
 async def processor(client: str, bootstrap: str) -> asyncio.subprocess.Process:
+    args = ("eos-in", "eos-out", f"eos-{client}", f"eos-{client}-txn")
+    if client == "kafkajs":
+        from tests.integration.test_groups_kafkajs import JS_DIR, install_kafkajs
+
+        modules = await asyncio.to_thread(install_kafkajs)
+        return await asyncio.create_subprocess_exec(
+            "node",
+            str(JS_DIR / "ctp_processor.js"),
+            bootstrap,
+            *args,
+            env={**os.environ, "NODE_PATH": str(modules)},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "tests.support.ctp_processor",
         client,
         bootstrap,
-        "eos-in",
-        "eos-out",
-        f"eos-{client}",
-        f"eos-{client}-txn",
+        *args,
         str(PARTITIONS),
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -51,10 +65,12 @@ async def processor(client: str, bootstrap: str) -> asyncio.subprocess.Process:
     )
 
 
-@pytest.mark.parametrize("client", ["confluent", "aiokafka"])
+@pytest.mark.parametrize("client", ["confluent", "aiokafka", "kafkajs"])
 async def test_consume_transform_produce_survives_a_killed_processor(
     server: KafkaServer, client: str
 ) -> None:
+    if client == "kafkajs":
+        require(shutil.which("node") is not None and shutil.which("npm") is not None, "node, npm")
     bootstrap = f"127.0.0.1:{server.port}"
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
