@@ -11,7 +11,9 @@ carry a group error in every partition instead.
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from broker.coordinator import (
@@ -29,40 +31,47 @@ from protocol.fast import decode_offset_commit, encode_offset_commit_response
 TOPIC_IDS_FROM = 10
 
 
+# OffsetCommitTopic from the decoder's (name, partitions) tuple, without the named tuple's
+# Python-level __new__ (the commit path is hot).
+_commit_topic: Callable[[tuple[str, Any]], OffsetCommitTopic] = functools.partial(
+    tuple.__new__, OffsetCommitTopic
+)
+
+
 @handler(8, decoder=decode_offset_commit)
 def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     topics = req["topics"]
-    by_id = ctx.api_version >= TOPIC_IDS_FROM
-    ids: list[uuid.UUID] = []
-    unknown: list[tuple[Any, Any]] = []
-    if by_id:  # v10: topics named by id; the coordinator keys offsets by name
-        known = []
-        lookup = ctx.broker.topics.by_id
+    ids: list[bytes] | None = None  # v10: the decoder gives each id's 16 bytes
+    unknown: list[tuple[bytes, list[tuple[int, ErrorCode]]]] = []
+    if ctx.api_version >= TOPIC_IDS_FROM:  # v10: topics named by id; offsets are kept by name
+        ids = []
+        named = []
+        lookup = ctx.broker.topics.ids_by_bytes.get
         for topic_id, parts in topics:
             topic = lookup(topic_id)
             if topic is None:
                 unknown.append((topic_id, [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts]))
             else:
-                known.append((topic.name, parts))
+                named.append(OffsetCommitTopic(topic.name, parts))
                 ids.append(topic_id)
-        topics = known
+        cmd_topics = tuple(named)
+    else:
+        cmd_topics = tuple(map(_commit_topic, topics))
     cmd = OffsetCommit(
         group_id=req["group_id"],
         # The decoder's (partition, offset, leader_epoch, metadata) tuples, as they are.
-        topics=tuple(OffsetCommitTopic(name, parts) for name, parts in topics),
+        topics=cmd_topics,
         generation_id=req["generation_id_or_member_epoch"],
         member_id=req["member_id"],
         group_instance_id=req["group_instance_id"],
         retention_time_ms=req["retention_time_ms"],
         group_id_not_found=ctx.api_version >= 9,
     )
-    result = ctx.broker.coordinator.commit_offsets(cmd) if topics else None
-    answered: Any = result.topics if result is not None else ()
-    if by_id:  # the coordinator answers topics in the order asked
-        answered = [
-            (topic_id, parts) for topic_id, (_name, parts) in zip(ids, answered, strict=True)
-        ] + unknown
-    body = encode_offset_commit_response(ctx.api_version, answered)
+    result = ctx.broker.coordinator.commit_offsets(cmd) if cmd_topics else None
+    # The coordinator answers topics in the order asked: v10 names them by the ids asked.
+    body = encode_offset_commit_response(
+        ctx.api_version, result.topics if result is not None else (), ids, unknown
+    )
     # Under --fsync always the commit is answered only once its records are on disk.
     return when_durable(ctx.broker.state_synced(), body) if result is not None else body
 

@@ -126,6 +126,7 @@ class TopicManager:
     def __init__(self) -> None:
         self.topics: dict[str, Topic] = {}
         self.ids: dict[uuid.UUID, Topic] = {}
+        self.ids_by_bytes: dict[bytes, Topic] = {}  # the same, by the id's 16 bytes
         # Under --data-dir: segment files and topics.json (broker.storage.topic_store).
         self.store: TopicStore | None = None
         # Bumped on every create/delete/partition change, for metadata caches.
@@ -191,6 +192,7 @@ class TopicManager:
         topic.add_partitions(partitions)
         self.topics[name] = topic
         self.ids[topic.topic_id] = topic
+        self.ids_by_bytes[topic.topic_id.bytes] = topic
         self._changed()
         if self.store is not None:
             for log in topic.partitions:
@@ -202,6 +204,7 @@ class TopicManager:
         topic = self.topics.pop(name, None)
         if topic is not None:
             self.ids.pop(topic.topic_id, None)
+            self.ids_by_bytes.pop(topic.topic_id.bytes, None)
             self._changed()
             for log in topic.partitions:
                 log._wake()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import chain
 
 from protocol.fast.common import (
     _I16,
@@ -31,7 +32,6 @@ _COMMIT_PART = {  # per partition, up to the metadata string's length (non-flexi
     6: struct.Struct(">iqih"),  # partition, offset, committed leader epoch, ...
 }
 _FLEX_PART = struct.Struct(">iqi")  # partition, offset, committed leader epoch
-_UUIDS: dict[bytes, uuid.UUID] = {}  # topic ids seen lately, by their 16 bytes
 
 # (partition, offset, leader epoch, metadata)
 CommitPartition = tuple[int, int, int, str | None]
@@ -49,7 +49,8 @@ def decode_offset_commit(frame: bytes, pos: int, version: int) -> dict[str, obje
     Keys as the general codec names them (``group_id``, ``generation_id_or_member_epoch``,
     ``member_id``, ``retention_time_ms``, ``group_instance_id``); ``topics`` is a list of
     ``(name, [(partition, offset, leader_epoch, metadata), ...])`` with leader epoch -1 before
-    v6, and the topic id (a UUID) instead of the name from v10. Nulls where Kafka allows none
+    v6, and from v10 the topic id's 16 bytes instead of the name (no UUID object: the
+    broker looks ids up by their bytes). Nulls where Kafka allows none
     raise ``ValueError``.
     """
     if version >= FLEXIBLE_FROM:
@@ -85,7 +86,7 @@ def decode_offset_commit(frame: bytes, pos: int, version: int) -> dict[str, obje
     ntopics, pos = read_int32(frame, pos)
     if ntopics < 0:
         raise ValueError("null topics array")
-    topics: list[tuple[str | uuid.UUID, list[CommitPartition]]] = []
+    topics: list[tuple[str | bytes, list[CommitPartition]]] = []
     for _ in range(ntopics):
         name, pos = read_string(frame, pos)
         if name is None:
@@ -134,19 +135,14 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
         ntopics, pos = read_uvarint(frame, pos)
     if ntopics == 0:
         raise ValueError("null topics array")
-    topics: list[tuple[str | uuid.UUID, list[CommitPartition]]] = []
+    topics: list[tuple[str | bytes, list[CommitPartition]]] = []
     unpack = _FLEX_PART.unpack_from
     for _ in range(ntopics - 1):
-        key: str | uuid.UUID | None
+        key: str | bytes | None
         if by_id:
             if pos + 16 > n:
                 raise ValueError("topic id runs past the end of the request")
-            raw = frame[pos : pos + 16]
-            key = _UUIDS.get(raw)
-            if key is None:  # a client names the same few topics in every commit
-                if len(_UUIDS) > 4096:
-                    _UUIDS.clear()
-                key = _UUIDS[raw] = uuid.UUID(bytes=raw)
+            key = frame[pos : pos + 16]  # the id's 16 bytes: no UUID object on the hot path
             pos += 16
         else:
             key, pos = read_compact_string(frame, pos)
@@ -212,22 +208,31 @@ def _uvarint(value: int) -> bytes:
 
 
 def encode_offset_commit_response(
-    version: int, topics: Iterable[tuple[str | uuid.UUID, Iterable[tuple[int, int]]]]
+    version: int,
+    topics: Iterable[tuple[str | uuid.UUID | bytes, Iterable[tuple[int, int]]]],
+    ids: Sequence[uuid.UUID | bytes] | None = None,
+    extra: Iterable[tuple[uuid.UUID | bytes, Iterable[tuple[int, int]]]] = (),
 ) -> bytes:
     """OffsetCommit response v0-v10: (throttle_time_ms from v3,) [topic [partition, error]];
-    flexible from v8, topics by id (UUID keys) from v10."""
+    flexible from v8, topics by id from v10 (a UUID, or its 16 bytes, as the key). ``ids``,
+    if given, names the topics in place of their keys (the i-th topic by ``ids[i]``);
+    ``extra`` topics follow."""
     flexible = version >= FLEXIBLE_FROM
     out = [_I32.pack(0)] if version >= 3 else []
     count = 0
     count_at = len(out)
     out.append(b"")
     pack = _PART_ERROR.pack
-    for key, parts in topics:
+    flex_pack = _FLEX_PART_ERROR.pack
+    for key, parts in chain(topics, extra):
+        if ids is not None and count < len(ids):
+            key = ids[count]
         count += 1
         if flexible:
-            flex_pack = _FLEX_PART_ERROR.pack
             packed = [flex_pack(p, code, 0) for p, code in parts]
-            if isinstance(key, uuid.UUID):
+            if isinstance(key, bytes):
+                head = key
+            elif isinstance(key, uuid.UUID):
                 head = key.bytes
             else:
                 raw = key.encode()

@@ -99,7 +99,7 @@ def test_offset_commit_decoder_matches_the_general_codec(
     assert ours["retention_time_ms"] == general["retention_time_ms"]
     expected = [
         (
-            t["topic_id"] if version >= 10 else t["name"],
+            t["topic_id"].bytes if version >= 10 else t["name"],
             [
                 (
                     p["partition_index"],
@@ -121,13 +121,23 @@ def test_offset_commit_decoder_matches_the_general_codec(
         st.tuples(names, st.uuids(), st.lists(st.tuples(int32, st.integers(-1, 120)), max_size=4)),
         max_size=3,
     ),
+    id_bytes=st.booleans(),
+    renamed=st.integers(0, 3),
 )
 def test_offset_commit_response_encoder_matches_the_general_codec(
-    version: int, answered: list[tuple[str, uuid.UUID, list[tuple[int, int]]]]
+    version: int,
+    answered: list[tuple[str, uuid.UUID, list[tuple[int, int]]]],
+    id_bytes: bool,
+    renamed: int,
 ) -> None:
+    """Keys are names, then from v10 topic ids (UUIDs or their 16 bytes); the first
+    ``renamed`` topics may be named by ``ids`` instead, the others passed as ``extra``."""
     spec = lookup(8, version)
     assert spec is not None
-    keyed = [(tid if version >= 10 else name, ps) for name, tid, ps in answered]
+    v10 = version >= 10
+    keyed: list[Any] = [
+        ((tid.bytes if id_bytes else tid) if v10 else name, ps) for name, tid, ps in answered
+    ]
     fields = {
         "topics": [
             {
@@ -139,6 +149,12 @@ def test_offset_commit_response_encoder_matches_the_general_codec(
         ]
     }
     assert encode_offset_commit_response(version, keyed) == spec.encode_response(fields)
+    if v10:
+        head, rest = keyed[:renamed], keyed[renamed:]
+        ids = [key for key, _ps in head]
+        placeholders = [("someone-else", ps) for _key, ps in head]
+        encoded = encode_offset_commit_response(version, placeholders, ids, rest)
+        assert encoded == spec.encode_response(fields)
 
 
 @pytest.mark.parametrize(
