@@ -300,3 +300,51 @@ def test_replaying_a_downgrade_rebuilds_the_classic_group() -> None:
     assert "g" not in loaded.consumer_groups
     assert set(loaded.groups["g"].members) == {leader, other}
     assert loaded.groups["g"].generation_id == gen + 1
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_the_group() -> None:
+    """Kafka's validateOnlineDowngradeWithReplacedMemberId: the group becomes classic at once,
+    Stable, the joiner holding the replaced member's target assignment, no rebalance."""
+    h = H()
+    leader, other, _gen = h.classic_stable()
+    h.cgh("static", 0, instance_id="inst")  # upgrades the group
+    group = h.shard.consumer_groups["g"]
+    # the classic members rejoin at the new epoch; the static member gets its partition
+    for m in (leader, other):
+        assert h.hb(m, group.members[m].member_epoch).error is ErrorCode.REBALANCE_IN_PROGRESS
+        joined = h.join(m, protocols=protocols()).result()
+        assert h.sync(m, joined.generation_id).result().error is ErrorCode.NONE
+    got = h.cgh("static", group.members["static"].member_epoch)
+    wanted = group.target["static"]
+    assert got.assignment == ((TOPIC, tuple(sorted(wanted[TOPIC]))),)
+    assert wanted
+    epoch = group.group_epoch
+    joined = h.join(instance="inst", protocols=protocols()).result()
+    assert joined.error is ErrorCode.NONE and joined.member_id != "static"
+    assert "g" not in h.shard.consumer_groups
+    classic = h.group()
+    assert classic.state is GroupState.STABLE and classic.generation_id == epoch
+    assert set(classic.members) == {leader, other, joined.member_id}
+    assert classic.members[joined.member_id].group_instance_id == "inst"
+    assert parts(classic.members[joined.member_id].assignment) == set(wanted[TOPIC])
+    # the joiner's SyncGroup is answered from the classic group, without a rebalance
+    synced = h.sync(joined.member_id, classic.generation_id, instance="inst").result()
+    assert synced.error is ErrorCode.NONE and synced.assignment == (
+        classic.members[joined.member_id].assignment
+    )
+    # replayed, the records build the same classic group
+    loaded = CoordinatorShard(0, h.config, ManualTimers())
+    loaded.load(list(h.records))
+    assert "g" not in loaded.consumer_groups
+    assert set(loaded.groups["g"].members) == {leader, other, joined.member_id}
+
+
+def test_no_downgrade_by_a_static_replacement_when_the_policy_only_upgrades() -> None:
+    h = H(consumer_migration_policy="upgrade")
+    h.classic_stable()
+    h.cgh("static", 0, instance_id="inst")
+    joined = h.join(instance="inst", protocols=protocols()).result()
+    assert joined.error is ErrorCode.NONE
+    group = h.shard.consumer_groups["g"]
+    assert "g" not in h.shard.groups and joined.member_id in group.members
+    assert "static" not in group.members

@@ -195,7 +195,21 @@ class MigrationOps(ConsumerGroupOps):
             return False
         return True
 
-    def _downgrade(self, group: ConsumerGroup, leaving: str) -> None:
+    def _downgrade_valid_replacing(self, group: ConsumerGroup, replaced_id: str) -> bool:
+        """A classic static member replaces the last consumer-protocol member (Kafka:
+        validateOnlineDowngradeWithReplacedMemberId): the group may become classic."""
+        if not group.all_classic_except(replaced_id):
+            return False
+        limit = self.config.group_max_size
+        if not self._downgrade_enabled() or (limit is not None and len(group.members) > limit):
+            self.log.info("consumer_group_not_downgraded", group_id=group.group_id)
+            return False
+        return True
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str | None) -> None:
+        """Convert to a classic group of every member but ``leaving``, each holding its target
+        assignment; a member leaving starts a rebalance, a static replacement (``leaving``
+        None: the joiner already holds the replaced member's place) does not."""
         gid = group.group_id
         for mid in list(group.members):
             self._forget_member(group, mid)
@@ -229,7 +243,8 @@ class MigrationOps(ConsumerGroupOps):
         classic.subscribed_topics = classic.compute_subscribed_topics()
         self._emit(classic.to_record(), apply=False)
         self.log.info("consumer_group_downgraded", group_id=gid, generation=group.group_epoch)
-        self._prepare_rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
+        if leaving is not None:
+            self._prepare_rebalance(classic, f"Downgrade group {gid} from consumer to classic.")
 
     # --- classic members in a consumer group ----------------------------------------------
     def classic_join_consumer(self, cmd: JoinGroup) -> JoinGroupResult:
@@ -245,6 +260,14 @@ class MigrationOps(ConsumerGroupOps):
             return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=cmd.member_id)
         if unknown and cmd.require_known_member_id and cmd.group_instance_id is None:
             return JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id)
+        replaced = group.static_member(cmd.group_instance_id) if cmd.group_instance_id else None
+        # The last consumer-protocol member replaced by a classic static member: the group
+        # becomes classic once this join is done (as Kafka 4.3 converts it).
+        downgrade = (
+            unknown
+            and replaced is not None
+            and self._downgrade_valid_replacing(group, replaced.member_id)
+        )
         try:
             sub = decode_subscription(cmd.protocols[0][1])
             old = self._classic_joiner(group, cmd, member_id, unknown)
@@ -285,6 +308,15 @@ class MigrationOps(ConsumerGroupOps):
         if new_member or reconciled != before:
             self._record(reconciled.assignment_record(gid))
         self.timers.cancel(classic_join_key(gid, member_id))
+        if downgrade:
+            self._downgrade(group, None)
+            return JoinGroupResult(
+                ErrorCode.NONE,
+                member_id=member_id,
+                generation_id=reconciled.member_epoch,
+                protocol_type=CONSUMER,
+                protocol_name=cmd.protocols[0][0],
+            )
         self._schedule_session(group, member_id)
         self.timers.schedule(
             classic_sync_key(gid, member_id),
