@@ -32,7 +32,7 @@ pytestmark = pytest.mark.java
 
 MAIN_CLASS = "KgroupdConsumerProtocolCheck"
 PREFIX = "KGROUPD_CONSUMER_PROTOCOL "
-RECORDS = 3000
+RECORDS = 30_000
 SESSION_MS = 3000
 
 
