@@ -13,9 +13,10 @@ import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from broker.listeners import Listener, ListenerError, build_listeners
+from broker.log.topics import TopicError, validate_topic_name
 
 
 def new_cluster_id() -> str:
@@ -165,6 +166,10 @@ def _topic_spec(text: str) -> TopicSpec:
     name, sep, count = text.rpartition(":")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME:PARTITIONS")
+    try:
+        validate_topic_name(name)
+    except TopicError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return TopicSpec(name, _at_least_one(count))
 
 
@@ -243,7 +248,8 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "--snapshot-log-bytes",
         "snapshot_log_bytes",
         _at_least_one,
-        "a coordinator shard's log size that triggers a snapshot",
+        "the size of the coordinator log (shared by every group and transaction shard) that "
+        "starts a new log and a snapshot of each shard written to since the last one",
     ),
     ("--log-format", "log_format", str, "json or console (default: json off a TTY)"),
     ("--log-level", "log_level", str, "debug, info, warning or error"),
@@ -403,9 +409,17 @@ def env_name(dest: str) -> str:
     return "KGROUPD_" + ("create_topic" if dest == "create_topics" else dest).upper()
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """A bad flag is one line on stderr and exit code 2 (argparse would print the whole
+    usage first: forty lines for one typo)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     defaults = BrokerConfig()
-    parser = argparse.ArgumentParser(
+    parser = _OneLineErrors(
         prog="kgroupd",
         description="A Kafka-compatible broker with an exact consumer-group coordinator. "
         "Every flag can also be set as an environment variable KGROUPD_<NAME> "

@@ -115,6 +115,20 @@ async def test_bad_config_exits_2_with_a_clear_message() -> None:
     code, _, err = await run_to_end("--fsync", "never")
     assert code == 2
     assert "--fsync needs --data-dir" in err
+    # a bad flag value, by flag or by variable, is one line (no forty-line usage first)
+    for args, env in (
+        (("--create-topic", "bad!name:3"), None),
+        ((), {"KGROUPD_CREATE_TOPIC": "bad!name:3"}),
+        (("--create-topic", "nocount"), None),
+        (("--no-such-flag",), None),
+    ):
+        code, _, err = await run_to_end(*args, env=env)
+        assert code == 2, (args, env, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("kgroupd: error: "), err
+        assert "usage:" not in err
+    code, _, err = await run_to_end("--create-topic", "bad!name:3")
+    assert "Topic name 'bad!name' is illegal" in err
 
 
 async def test_port_in_use_exits_1() -> None:
