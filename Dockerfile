@@ -7,11 +7,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     KGROUPD_DATA_DIR=/var/lib/kgroupd
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY broker ./broker
 COPY protocol ./protocol
 COPY assignors ./assignors
-RUN pip install --no-compile . && useradd --system --uid 10001 kgroupd \
+RUN pip install --no-compile -c constraints.txt . && useradd --system --uid 10001 kgroupd \
     && mkdir -p /var/lib/kgroupd && chown kgroupd /var/lib/kgroupd
 
 USER kgroupd

@@ -1,5 +1,6 @@
 # Sourced by scripts/broker and scripts/test: make .venv (Python 3.11+) and install the
-# project with the given extras when pyproject.toml changed since the last install.
+# project with the given extras, pinned by constraints.txt, when pyproject.toml or
+# constraints.txt changed since the last install.
 # Usage: . scripts/_venv.sh EXTRAS   ("" for none: always pass it, or a sourced script
 # would see the caller's own arguments as $1)
 set -euo pipefail
@@ -14,8 +15,8 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
 fi
 stamp=".venv/.installed${extras:+-$extras}"
-want="$(cat pyproject.toml | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  .venv/bin/python -m pip install --quiet -e ".${extras:+[$extras]}"
+  .venv/bin/python -m pip install --quiet -c constraints.txt -e ".${extras:+[$extras]}"
   echo "$want" > "$stamp"
 fi

@@ -1,8 +1,10 @@
 """The image's install steps, done for real in a fresh virtualenv (no Docker engine here).
 
-The Dockerfile copies pyproject.toml, README.md and the three packages, runs
-``pip install .`` and starts ``kgroupd`` with its ENV. This test parses the Dockerfile,
-does the same in a new venv, and checks the installed broker starts and serves.
+The Dockerfile copies pyproject.toml, README.md, constraints.txt and the three packages, runs
+``pip install -c constraints.txt .`` and starts ``kgroupd`` as its own user with its ENV and
+data volume. The test reads those lines from the Dockerfile and does the same: a fresh venv,
+the RUN's pip command, the ENTRYPOINT run as an unprivileged user (``nobody`` when the tests
+run as root) owning only the data directory, and checks the installed broker serves.
 """
 
 from __future__ import annotations
@@ -10,14 +12,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
+import socket
+import subprocess
 import sys
-import venv
+import tempfile
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,9 +68,81 @@ def test_image_copies_every_package_the_project_installs() -> None:
     assert health.endswith('CMD ["python", "-m", "broker.healthcheck"]')
 
 
-async def test_fresh_install_runs_the_image_command(tmp_path: Path) -> None:
+UNPRIVILEGED = "nobody"  # stands in for the image's user: it owns nothing but the data dir
+
+
+def _run_as_user() -> tuple[list[str], int | None, str]:
+    """(a command prefix that runs a command as the unprivileged user, its uid, a base
+    Python it can execute). As root: ``setpriv`` to ``nobody``, with a Python outside /root
+    (0700 here); otherwise the current user is already unprivileged: no prefix."""
+    if os.geteuid() != 0:
+        return [], None, sys.executable
+    record = pwd.getpwnam(UNPRIVILEGED)
+    setpriv = shutil.which("setpriv")
+    require(setpriv is not None, "setpriv (util-linux) to run the image command as a user")
+    assert setpriv is not None
+    prefix = [setpriv, f"--reuid={record.pw_uid}", f"--regid={record.pw_gid}", "--clear-groups"]
+    for candidate in (sys._base_executable, shutil.which("python3.11"), "/usr/bin/python3"):
+        if candidate and os.path.exists(candidate):
+            probe = subprocess.run(
+                [*prefix, candidate, "-c", "import sys, venv; assert sys.version_info >= (3, 11)"],
+                capture_output=True,
+            )
+            if probe.returncode == 0:
+                return prefix, record.pw_uid, candidate
+    require(False, f"a Python 3.11 that {UNPRIVILEGED} can run (the one here is under /root)")
+    raise AssertionError  # unreachable: require() skipped or failed
+
+
+async def _pip_install_like_the_image(src: Path, venv_python: Path) -> None:
+    """The RUN line's ``pip install ...`` (up to its first ``&&``), into ``venv_python``'s venv
+    with this environment's pip (``pip --python``), in the copied sources."""
+    (run,) = dockerfile_lines("RUN")
+    words = shlex.split(run.split("&&")[0])
+    assert words[:2] == ["pip", "install"] and "-c" in words, run  # pinned by constraints
+    pip = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(venv_python),
+        "install",
+        "--quiet",
+        *words[2:],
+        cwd=src,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(pip.communicate(), 300)
+    assert pip.returncode == 0, out.decode()
+
+
+async def test_fresh_install_runs_the_image_command() -> None:
+    """The Dockerfile's own lines: COPY into a fresh directory, its RUN's pip install (with
+    the constraints) into a fresh venv, its ENV and ENTRYPOINT run as an unprivileged user
+    that owns only the declared data directory; two listeners (127.0.0.1 and 127.0.0.2) each
+    advertise themselves to real clients; a commit survives kill -9 and a restart."""
     copies, env, entrypoint = dockerfile()
-    src = tmp_path / "app"
+    as_user, uid, base_python = _run_as_user()
+    # world-readable (pytest's tmp_path is 0700): the unprivileged user runs the venv
+    root = Path(tempfile.mkdtemp(prefix="kgroupd-image-"))
+    root.chmod(0o755)
+    try:
+        await _image_story(root, copies, env, entrypoint, as_user, uid, base_python)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _image_story(
+    root: Path,
+    copies: list[str],
+    env: dict[str, str],
+    entrypoint: list[str],
+    as_user: list[str],
+    uid: int | None,
+    base_python: str,
+) -> None:
+    src = root / "app"
     src.mkdir()
     for name in copies:
         source = ROOT / name
@@ -71,74 +150,81 @@ async def test_fresh_install_runs_the_image_command(tmp_path: Path) -> None:
             shutil.copytree(source, src / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy(source, src / name)
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    pip = await asyncio.create_subprocess_exec(
-        str(env_dir / "bin" / "python"),
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        str(src),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await asyncio.wait_for(pip.communicate(), 300)
-    assert pip.returncode == 0, out.decode()
-    # The image's ENV, but on loopback and a free port (this machine runs no containers) and
-    # the declared data directory in the test's own directory.
-    data = tmp_path / "data"
+    env_dir = root / "venv"
+    subprocess.run([base_python, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    python = env_dir / "bin" / "python"
+    await _pip_install_like_the_image(src, python)
+    # The RUN line's data directory (VOLUME), owned by the image's user alone.
+    data = root / "data"
+    data.mkdir(mode=0o700)
+    if uid is not None:
+        os.chown(data, uid, -1)
+    # The image's ENV, with two listeners on loopback (this machine runs no containers).
+    ports = [free_port("127.0.0.1"), free_port("127.0.0.2")]
     run_env = {
-        **os.environ,
+        "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",
+        "HOME": str(data),
         **env,
-        "KGROUPD_LISTENERS": "PLAINTEXT://127.0.0.1:0",
+        "KGROUPD_LISTENERS": f"INTERNAL://127.0.0.1:{ports[0]},EXTERNAL://127.0.0.2:{ports[1]}",
+        "KGROUPD_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
         "KGROUPD_DATA_DIR": str(data),
     }
-    run_env.pop("PYTHONPATH", None)
-    python = str(env_dir / "bin" / "python")
     command = [str(env_dir / "bin" / entrypoint[0]), *entrypoint[1:]]
 
-    async def healthcheck(port: int) -> int:
-        # the HEALTHCHECK command, from the installed package
+    (health,) = dockerfile_lines("HEALTHCHECK")
+    health_command = json.loads(health.split(" CMD ", 1)[1])
+    assert health_command[0] == "python", health_command
+
+    async def healthcheck() -> int:
+        # the HEALTHCHECK command, from the installed package, with the image's environment:
+        # it asks the first listener
         proc = await asyncio.create_subprocess_exec(
-            python,
-            "-m",
-            "broker.healthcheck",
-            "--listeners",
-            f"PLAINTEXT://127.0.0.1:{port}",
+            *as_user,
+            str(python),
+            *health_command[1:],
             env=run_env,
             stderr=asyncio.subprocess.DEVNULL,
         )
         return await asyncio.wait_for(proc.wait(), 30)
 
-    proc, port = await _start([*command, "--create-topic", "boxed:2"], run_env, tmp_path)
+    proc = await _start([*command, "--create-topic", "boxed:2"], run_env, data, as_user)
     try:
-        assert await healthcheck(port) == 0
-        bootstrap = f"127.0.0.1:{port}"
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-        await producer.start()
-        try:
-            meta = await producer.send_and_wait("boxed", b"hello", partition=1)
-            assert meta.offset == 0
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id="boxed-group")
+        assert await healthcheck() == 0
+        for host, port in zip(("127.0.0.1", "127.0.0.2"), ports, strict=True):
+            producer = AIOKafkaProducer(bootstrap_servers=f"{host}:{port}")
+            await producer.start()
+            try:
+                meta = await producer.send_and_wait("boxed", host.encode(), partition=1)
+                # each listener advertises itself: the client was sent back to the same one
+                (node,) = producer.client.cluster.brokers()
+                assert (node.host, node.port) == (host, port)
+            finally:
+                await producer.stop()
+        assert meta.offset == 1
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=f"127.0.0.2:{ports[1]}", group_id="boxed-group"
+        )
         await consumer.start()
         try:
             consumer.assign([TopicPartition("boxed", 1)])
-            await consumer.commit({TopicPartition("boxed", 1): 1})
+            await consumer.commit({TopicPartition("boxed", 1): 2})
         finally:
             await consumer.stop()
     finally:
         proc.kill()  # kill -9: what was acknowledged must survive
         await proc.wait()
-    assert await healthcheck(port) == 1
-    proc, port = await _start(command, run_env, tmp_path)
+    assert await healthcheck() == 1
+    if uid is not None:  # everything the broker wrote belongs to the unprivileged user
+        owners = {p.stat().st_uid for p in data.rglob("*")} | {data.stat().st_uid}
+        assert owners == {uid}, owners
+    proc = await _start(command, run_env, data, as_user)
     try:
-        consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id="boxed-group")
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=f"127.0.0.1:{ports[0]}", group_id="boxed-group"
+        )
         await consumer.start()
         try:
-            assert await consumer.committed(TopicPartition("boxed", 1)) == 1
+            assert await consumer.committed(TopicPartition("boxed", 1)) == 2
         finally:
             await consumer.stop()
         proc.terminate()
@@ -149,11 +235,17 @@ async def test_fresh_install_runs_the_image_command(tmp_path: Path) -> None:
             await proc.wait()
 
 
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 async def _start(
-    command: list[str], run_env: dict[str, str], cwd: Path
-) -> tuple[asyncio.subprocess.Process, int]:
+    command: list[str], run_env: dict[str, str], cwd: Path, as_user: list[str]
+) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
-        *command, env=run_env, cwd=cwd, stderr=asyncio.subprocess.PIPE
+        *as_user, *command, env=run_env, cwd=cwd, stderr=asyncio.subprocess.PIPE
     )
     assert proc.stderr is not None
     while True:
@@ -161,7 +253,7 @@ async def _start(
         assert line, "the installed kgroupd exited before listening"
         record = json.loads(line)  # the image logs JSON (KGROUPD_LOG_FORMAT=json)
         if record.get("event") == "listening":
-            return proc, int(record["port"])
+            return proc
 
 
 def test_top_level_package_names_do_not_clash_with_installed_clients() -> None:
