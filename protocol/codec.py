@@ -615,14 +615,17 @@ class VersionCodec:
         self._decode = inner.decode
         self._encode = inner.encode
 
-    def decode(self, data: bytes, offset: int = 0) -> dict[str, Any]:
+    def decode(self, data: bytes, offset: int = 0, exact: bool = True) -> dict[str, Any]:
+        """The message at ``data[offset:]``; ``exact``: bytes left after it are an error
+        (requests pass False: Kafka ignores what follows a request's body, and librdkafka's
+        Metadata v13 carries three such bytes)."""
         try:
             value, pos = self._decode(data, offset)
         except DecodeError:
             raise
         except (IndexError, ValueError, struct.error) as exc:
             raise DecodeError(str(exc)) from None
-        if pos != len(data):
+        if exact and pos != len(data):
             raise DecodeError(f"{len(data) - pos} unread bytes after the {self.message.name} body")
         assert isinstance(value, dict)
         return value

@@ -113,8 +113,8 @@ def decode_offset_commit(frame: bytes, pos: int, version: int) -> dict[str, obje
                 pos = end
             parts.append((values[0], values[1], values[2] if v6 else -1, metadata))
         topics.append((name, parts))
-    if pos != n:
-        raise ValueError(f"{n - pos} unread bytes after the request body")
+    if pos > n:  # bytes after the body are ignored, as Kafka ignores them
+        raise ValueError("the request body runs past the end of the frame")
     fields["topics"] = topics
     return fields
 
@@ -179,8 +179,8 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
         pos = skip_tagged_fields(frame, pos)
         topics.append((key, parts))
     pos = skip_tagged_fields(frame, pos)
-    if pos != n:
-        raise ValueError(f"{n - pos} unread bytes after the request body")
+    if pos > n:  # bytes after the body are ignored, as Kafka ignores them
+        raise ValueError("the request body runs past the end of the frame")
     return {
         "group_id": group,
         "generation_id_or_member_epoch": generation,

@@ -93,8 +93,6 @@ async def connect(server: KafkaServer) -> tuple[asyncio.StreamReader, asyncio.St
         pytest.param(request(-1, 0, 1, b""), id="negative-api-key"),
         # Metadata v1 announcing 5 topic names and carrying none: a truncated body.
         pytest.param(request(3, 1, 1, struct.pack(">i", 5)), id="truncated-body"),
-        # ApiVersions v0 has an empty body: trailing bytes are malformed.
-        pytest.param(request(18, 0, 1, b"extra"), id="trailing-bytes"),
         pytest.param(
             struct.pack(">i", 12) + struct.pack(">hhih", 3, 1, 1, 40) + b"ab",
             id="client-id-overruns-frame",
@@ -110,6 +108,24 @@ async def test_bad_frame_closes_only_that_connection(
     corr, _ = await read_response(reader)
     assert corr == 7
     await assert_closed_by_broker(reader)
+    writer.close()
+    await bystander.check()
+
+
+async def test_bytes_after_a_request_body_are_ignored_as_kafka_does(
+    server: KafkaServer, bystander: Bystander
+) -> None:
+    """Kafka parses a request's fields and ignores what follows (librdkafka's Metadata v13
+    carries three such bytes): answered, and the connection stays open."""
+    reader, writer = await connect(server)
+    writer.write(request(18, 0, 7, b"extra"))
+    assert (await read_response(reader))[0] == 7
+    # librdkafka 2.x's all-topics Metadata v13, as it sends it (header v2, client "rdkafka")
+    writer.write(bytes.fromhex("000000190003000d00000008000772646b61666b610000000000000000"))
+    corr, body = await read_response(reader)
+    assert corr == 8
+    answer = lookup(3, 13).decode_response(body, 1)  # type: ignore[union-attr]
+    assert answer["brokers"] and answer["error_code"] == 0
     writer.close()
     await bystander.check()
 

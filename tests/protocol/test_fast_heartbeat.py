@@ -57,13 +57,22 @@ def test_heartbeat_response_encoder_matches_the_general_codec(version: int, code
     assert encode_heartbeat_response(code, version) == spec.encode_response({"error_code": code})
 
 
+def test_bytes_after_the_body_are_ignored_like_the_general_codec_and_kafka() -> None:
+    body = b"\x00\x01g\x00\x00\x00\x01\x00\x01m"
+    spec = lookup(12, 1)
+    assert spec is not None
+    for frame in (body, body + b"!", body + b"\x00\x00\x00"):
+        ours = decode_heartbeat(frame, 0, 1)
+        assert ours["group_id"] == "g" and ours["member_id"] == "m"
+        assert spec.decode_request(frame, 0)["member_id"] == "m"
+
+
 @pytest.mark.parametrize(
     ("version", "body"),
     [
         (1, b""),
         (1, b"\x00\x05ab"),
         (1, b"\x00\x01g\x00\x00"),
-        (1, b"\x00\x01g\x00\x00\x00\x01\x00\x01m!"),
         (1, b"\xff\xff\x00\x00\x00\x01\x00\x01m"),  # null group id
         (3, b"\x00\x01g\x00\x00\x00\x01\xff\xff\xff\xff"),  # null member id
         (4, b"\x02g\x00\x00\x00\x01\x02m\x00"),  # no tagged-field buffer
