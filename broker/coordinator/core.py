@@ -19,6 +19,7 @@ from .commands import (
     SyncGroupResult,
 )
 from .config import CoordinatorConfig
+from .consumer.commands import InMemoryTopics, TopicsView
 from .consumer.group import ConsumerGroup
 from .consumer.records import CONSUMER_RECORD_TYPES, ConsumerRecord, ConsumerTombstoneRecord
 from .group import ClassicGroup, Member
@@ -72,6 +73,9 @@ def sync_key(group_id: str) -> str:
 
 class ShardCore:
     """Groups and offsets of one offsets partition, plus the helpers every operation uses."""
+
+    # The broker's topics (names, ids, partition counts), set by the coordinator
+    topics_view: TopicsView = InMemoryTopics()
 
     def __init__(
         self,

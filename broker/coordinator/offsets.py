@@ -16,6 +16,7 @@ from .commands import (
     OffsetFetchPartition,
     OffsetFetchResult,
 )
+from .consumer.commit_checks import validate_consumer_commit, validate_consumer_fetch
 from .core import OffsetAndMetadata, ShardCore
 from .group import ClassicGroup
 from .records import GroupTombstoneRecord, OffsetCommitRecord, OffsetTombstoneRecord
@@ -47,8 +48,13 @@ class OffsetOps(ShardCore):
         group = self.groups.get(cmd.group_id)
         if consumer is not None:
             if error is ErrorCode.NONE:
-                error = self.validate_consumer_commit(  # type: ignore[attr-defined]
-                    consumer, cmd.member_id, cmd.generation_id, cmd.group_id_not_found
+                error = validate_consumer_commit(
+                    consumer,
+                    self.topics_view,
+                    cmd.member_id,
+                    cmd.generation_id,
+                    cmd.group_id_not_found,
+                    ((t.name, (p[0] for p in t.partitions)) for t in cmd.topics),
                 )
         elif error is ErrorCode.NONE and group is None:
             if cmd.generation_id < 0:
@@ -151,9 +157,7 @@ class OffsetOps(ShardCore):
         consumer = self.consumer_groups.get(cmd.group_id) if self.consumer_groups else None
         if consumer is not None:
             known = True
-            error = self.validate_consumer_fetch(  # type: ignore[attr-defined]
-                consumer, cmd.member_id, cmd.member_epoch
-            )
+            error = validate_consumer_fetch(consumer, cmd.member_id, cmd.member_epoch)
             if error is not ErrorCode.NONE:
                 return OffsetFetchResult(error)
         stored = self.offsets.get(cmd.group_id, {}) if known else {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 
 from .commands import OffsetCommitResult, TxnOffsetCommit
+from .consumer.commit_checks import validate_consumer_commit
 from .core import ShardCore
 from .group import ClassicGroup
 from .offsets import java_string_length
@@ -67,8 +68,13 @@ class TxnOffsetOps(ShardCore):
             return ErrorCode.INVALID_GROUP_ID
         consumer = self.consumer_groups.get(cmd.group_id)
         if consumer is not None:
-            error = self.validate_consumer_commit(  # type: ignore[attr-defined]
-                consumer, cmd.member_id, cmd.generation_id, True
+            error = validate_consumer_commit(
+                consumer,
+                self.topics_view,
+                cmd.member_id,
+                cmd.generation_id,
+                True,
+                ((t.name, (p[0] for p in t.partitions)) for t in cmd.topics),
             )
             return ErrorCode.ILLEGAL_GENERATION if error is ErrorCode.STALE_MEMBER_EPOCH else error
         group = self.groups.get(cmd.group_id)

@@ -24,6 +24,8 @@ from broker.coordinator import (
     OffsetFetchResult,
     OffsetFetchTopic,
 )
+from broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
+from broker.handlers.known_partitions import merge_answers, valid_partitions
 from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from protocol.errors import ErrorCode
 from protocol.fast import decode_offset_commit, encode_offset_commit_response
@@ -40,23 +42,39 @@ _commit_topic: Callable[[tuple[str, Any]], OffsetCommitTopic] = functools.partia
 
 @handler(8, decoder=decode_offset_commit)
 def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
-    topics = req["topics"]
+    """Partitions of unknown topics (by name or, from v10, by id) or beyond a topic's
+    partitions are refused before the coordinator sees the commit, as KafkaApis refuses them;
+    a commit refused entirely never reaches it (no group is created)."""
     ids: list[bytes] | None = None  # v10: the decoder gives each id's 16 bytes
-    unknown: list[tuple[bytes, list[tuple[int, ErrorCode]]]] = []
-    if ctx.api_version >= TOPIC_IDS_FROM:  # v10: topics named by id; offsets are kept by name
+    refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
+    named = []
+    if ctx.api_version >= TOPIC_IDS_FROM:  # offsets are kept by name
         ids = []
-        named = []
-        lookup = ctx.broker.topics.ids_by_bytes.get
-        for topic_id, parts in topics:
-            topic = lookup(topic_id)
+        by_id = ctx.broker.topics.ids_by_bytes.get
+        for topic_id, parts in req["topics"]:
+            topic = by_id(topic_id)
             if topic is None:
-                unknown.append((topic_id, [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts]))
-            else:
-                named.append(OffsetCommitTopic(topic.name, parts))
+                refused[topic_id] = [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts]
+                continue
+            good, bad = valid_partitions(topic, parts)
+            if bad:
+                refused[topic_id] = bad
+            if good:
+                named.append(_commit_topic((topic.name, good)))
                 ids.append(topic_id)
-        cmd_topics = tuple(named)
     else:
-        cmd_topics = tuple(map(_commit_topic, topics))
+        by_name = ctx.broker.topics.topics.get
+        for name, parts in req["topics"]:
+            topic = by_name(name)
+            if topic is None:
+                refused[name] = [(p[0], UNKNOWN_TOPIC_OR_PARTITION) for p in parts]
+                continue
+            good, bad = valid_partitions(topic, parts)
+            if bad:
+                refused[name] = bad
+            if good:
+                named.append(_commit_topic((name, good)))
+    cmd_topics = tuple(named)
     cmd = OffsetCommit(
         group_id=req["group_id"],
         # The decoder's (partition, offset, leader_epoch, metadata) tuples, as they are.
@@ -68,10 +86,14 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
         group_id_not_found=ctx.api_version >= 9,
     )
     result = ctx.broker.coordinator.commit_offsets(cmd) if cmd_topics else None
+    answered: Any = result.topics if result is not None else ()
+    if refused:  # rare: merged per topic, as Kafka's response builder does
+        if ids is not None:
+            answered = [(ids[i], parts) for i, (_name, parts) in enumerate(answered)]
+            ids = None
+        answered = merge_answers(answered, refused)
     # The coordinator answers topics in the order asked: v10 names them by the ids asked.
-    body = encode_offset_commit_response(
-        ctx.api_version, result.topics if result is not None else (), ids, unknown
-    )
+    body = encode_offset_commit_response(ctx.api_version, answered, ids)
     # Under --fsync always the commit is answered only once its records are on disk.
     return when_durable(ctx.broker.state_synced(), body) if result is not None else body
 
@@ -179,13 +201,23 @@ def _parts(result: OffsetFetchResult) -> list[tuple[str, list[Fields]]]:
 
 @handler(47)
 def handle_offset_delete(ctx: RequestContext, req: Fields) -> Reply:
-    cmd = OffsetDelete(
-        req["group_id"],
-        tuple(
-            (t["name"], tuple(p["partition_index"] for p in t["partitions"])) for t in req["topics"]
-        ),
-    )
-    result = ctx.broker.coordinator.delete_offsets(cmd)
+    """Unknown topics and partitions are answered UNKNOWN_TOPIC_OR_PARTITION before the
+    coordinator, which still sees the request (its group errors come first), as Kafka."""
+    refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
+    valid = []
+    for t in req["topics"]:
+        indexes = [p["partition_index"] for p in t["partitions"]]
+        topic = ctx.broker.topics.get(t["name"])
+        if topic is None:
+            refused[t["name"]] = [(i, UNKNOWN_TOPIC_OR_PARTITION) for i in indexes]
+            continue
+        good, bad = valid_partitions(topic, indexes, int)
+        if bad:
+            refused[t["name"]] = bad
+        if good:
+            valid.append((t["name"], tuple(good)))
+    result = ctx.broker.coordinator.delete_offsets(OffsetDelete(req["group_id"], tuple(valid)))
+    answered = merge_answers(result.topics, refused) if not result.error else []
     return when_durable(
         ctx.broker.state_synced(),
         {
@@ -197,7 +229,7 @@ def handle_offset_delete(ctx: RequestContext, req: Fields) -> Reply:
                         {"partition_index": p, "error_code": int(code)} for p, code in parts
                     ],
                 }
-                for name, parts in result.topics
+                for name, parts in answered
             ],
         },
     )

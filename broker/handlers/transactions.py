@@ -15,6 +15,8 @@ Answers that wrote coordinator records wait for them to be durable under ``--fsy
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.coordinator import OffsetCommitPartition, OffsetCommitTopic, TxnOffsetCommit
 from broker.coordinator.txn import (
     AddOffsets,
@@ -23,6 +25,8 @@ from broker.coordinator.txn import (
     InitProducerId,
     ListTransactions,
 )
+from broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
+from broker.handlers.known_partitions import merge_answers, valid_partitions
 from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from protocol.errors import ErrorCode
 
@@ -187,24 +191,34 @@ async def _wait_both(a: object, b: object, reply: Fields) -> Fields:
 # --- TxnOffsetCommit -----------------------------------------------------------------------
 @handler(28)
 def handle_txn_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
-    topics = tuple(
-        OffsetCommitTopic(
-            t["name"],
-            tuple(
-                OffsetCommitPartition(
-                    p["partition_index"],
-                    p["committed_offset"],
-                    p["committed_leader_epoch"],
-                    p["committed_metadata"],
-                )
-                for p in t["partitions"]
-            ),
-        )
-        for t in req["topics"]
-    )
+    """Unknown topics and partitions are answered UNKNOWN_TOPIC_OR_PARTITION before the
+    transaction or the coordinator sees anything; nothing valid: answered at once."""
+    refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
+    valid = []
+    for t in req["topics"]:
+        parts = [
+            OffsetCommitPartition(
+                p["partition_index"],
+                p["committed_offset"],
+                p["committed_leader_epoch"],
+                p["committed_metadata"],
+            )
+            for p in t["partitions"]
+        ]
+        topic = ctx.broker.topics.get(t["name"])
+        if topic is None:
+            refused[t["name"]] = [(p.partition, UNKNOWN_TOPIC_OR_PARTITION) for p in parts]
+            continue
+        good, bad = valid_partitions(topic, parts)
+        if bad:
+            refused[t["name"]] = bad
+        if good:
+            valid.append(OffsetCommitTopic(t["name"], tuple(good)))
+    topics = tuple(valid)
     group_id = req["group_id"]
     error = ErrorCode.NONE
-    if ctx.api_version >= 5 and transaction_version_2(ctx):
+    answers: Any = ()
+    if topics and ctx.api_version >= 5 and transaction_version_2(ctx):
         # KIP-890 part 2: the group's offsets partition joins the transaction here
         error = ctx.broker.transactions.add_offsets(
             AddOffsets(
@@ -215,7 +229,9 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
                 transaction_version=2,
             )
         )
-    if error is ErrorCode.NONE:
+    if not topics:
+        pass
+    elif error is ErrorCode.NONE:
         result = ctx.broker.coordinator.txn_commit_offsets(
             TxnOffsetCommit(
                 req["transactional_id"],
@@ -232,18 +248,16 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     else:
         code = ErrorCode.INVALID_PRODUCER_EPOCH if error is ErrorCode.PRODUCER_FENCED else error
         answers = tuple((t.name, tuple((p[0], code) for p in t.partitions)) for t in topics)
-    return _held(
-        ctx,
-        {
-            "topics": [
-                {
-                    "name": name,
-                    "partitions": [{"partition_index": p, "error_code": int(e)} for p, e in parts],
-                }
-                for name, parts in answers
-            ]
-        },
-    )
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "partitions": [{"partition_index": p, "error_code": int(e)} for p, e in parts],
+            }
+            for name, parts in merge_answers(answers, refused)
+        ]
+    }
+    return _held(ctx, body) if topics else body
 
 
 # --- DescribeTransactions, ListTransactions, DescribeProducers ------------------------------

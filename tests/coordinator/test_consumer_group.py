@@ -197,6 +197,38 @@ def test_commits_and_fetches_are_checked_by_member_epoch(h: Harness) -> None:
     assert stale.error is ErrorCode.STALE_MEMBER_EPOCH
 
 
+def test_a_commit_at_the_previous_epoch_is_taken_for_partitions_still_owned(h: Harness) -> None:
+    """KIP-1251 (Kafka 4.3): a member's commit may carry an epoch older than its current one
+    (its heartbeat's answer and its commit crossed) for partitions it was given at or before
+    that epoch and still owns; any other partition, or a newer epoch, is STALE_MEMBER_EPOCH."""
+
+    def commit(member: str, epoch: int, *partitions: int, name: str = "t") -> ErrorCode:
+        topic = OffsetCommitTopic(name, [(p, 5, -1, "") for p in partitions])
+        cmd = OffsetCommit("g", (topic,), epoch, member, group_id_not_found=True)
+        errors = {e for _t, ps in h.shard.commit_offsets(cmd).topics for _p, e in ps}
+        assert len(errors) == 1  # a group-level answer: every partition the same
+        return errors.pop()
+
+    a = h.hb("a", 0)  # epoch 1, every partition given at 1
+    h.hb("b", 0)  # epoch 2
+    r = h.hb("a", 1, owned_partitions=h.owned(a))
+    keep = parts(h.owned(r))
+    r = h.hb("a", 1, owned_partitions=((TOPIC, tuple(sorted(keep))),))
+    assert r.member_epoch == 2  # a moved on; its commit built at epoch 1 is still in flight
+    gone = min({0, 1, 2, 3} - keep)
+    assert commit("a", 1, *keep) is ErrorCode.NONE  # given at epoch 1, still a's
+    assert commit("a", 2, *keep) is ErrorCode.NONE
+    assert commit("a", 1, gone) is ErrorCode.STALE_MEMBER_EPOCH  # revoked since
+    assert commit("a", 1, min(keep), gone) is ErrorCode.STALE_MEMBER_EPOCH
+    assert commit("a", 3, *keep) is ErrorCode.STALE_MEMBER_EPOCH  # newer than a's epoch
+    assert commit("a", 1, 0, name="unknown-topic") is ErrorCode.STALE_MEMBER_EPOCH
+    # b was given its partitions at epoch 2: a commit at epoch 1 for them is stale
+    got = h.hb("b", 2)
+    mine = parts(h.owned(got))
+    assert commit("b", got.member_epoch, *mine) is ErrorCode.NONE
+    assert commit("b", 1, *mine) is ErrorCode.STALE_MEMBER_EPOCH
+
+
 def test_list_and_describe_know_both_group_types(h: Harness) -> None:
     h.hb("a", 0)
     listed = {g.group_id: (g.group_type, g.state) for g in h.shard.list_groups()}

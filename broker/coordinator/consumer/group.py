@@ -151,6 +151,11 @@ class ConsumerGroup:
         self.resolved_regexes: dict[str, tuple[str, ...]] = {}
         # topic id -> partition -> epoch of the member owning it (assigned or revoking)
         self.partition_epochs: dict[uuid.UUID, dict[int, int]] = {}
+        # KIP-1251: member id -> (topic id, partition) -> the member epoch at which the member
+        # was given the partition (kept while it is assigned or pending revocation). Not in the
+        # records: after a load every owned partition's epoch is the member's epoch, as Kafka
+        # defaults records without them.
+        self.assignment_epochs: dict[str, dict[tuple[uuid.UUID, int], int]] = {}
         self.assignor_name = ""
         self.dead = False
 
@@ -312,6 +317,7 @@ class ConsumerGroup:
             old = self.members.get(mid)
             if old is not None:
                 self._remove_partition_epochs(old)
+                self.assignment_epochs.pop(mid, None)
                 del self.members[mid]
                 if old.instance_id is not None and self.static_members.get(old.instance_id) == mid:
                     del self.static_members[old.instance_id]
@@ -336,8 +342,10 @@ class ConsumerGroup:
             self.resolved_regexes.pop(mid, None)
 
     def _put_member(self, old: ConsumerMember, new: ConsumerMember) -> None:
-        if old.member_id in self.members:
+        known = old.member_id in self.members
+        if known:
             self._remove_partition_epochs(old)
+        self._update_assignment_epochs(old if known else None, new)
         self.members[new.member_id] = new
         if new.instance_id is not None:
             self.static_members[new.instance_id] = new.member_id
@@ -346,6 +354,29 @@ class ConsumerGroup:
                 epochs = self.partition_epochs.setdefault(t, {})
                 for p in ps:
                     epochs[p] = new.member_epoch
+
+    def _update_assignment_epochs(self, old: ConsumerMember | None, new: ConsumerMember) -> None:
+        if (
+            old is not None
+            and old.member_id == new.member_id
+            and old.assigned is new.assigned
+            and old.pending_revocation is new.pending_revocation
+            and new.member_id in self.assignment_epochs
+        ):
+            return  # the usual heartbeat: nothing owned changed
+        before = self.assignment_epochs.pop(old.member_id, {}) if old is not None else {}
+        given = max(new.member_epoch, 0)
+        now: dict[tuple[uuid.UUID, int], int] = {}
+        for a in (new.assigned, new.pending_revocation):
+            for t, ps in a.items():
+                for p in ps:
+                    now[(t, p)] = before.get((t, p), given)
+        self.assignment_epochs[new.member_id] = now
+
+    def given_epoch(self, member_id: str, topic: uuid.UUID, partition: int) -> int | None:
+        """KIP-1251: the epoch at which the member was given the partition, None if it does
+        not own it."""
+        return self.assignment_epochs.get(member_id, {}).get((topic, partition))
 
     def _remove_partition_epochs(self, old: ConsumerMember) -> None:
         for a in (old.assigned, old.pending_revocation):

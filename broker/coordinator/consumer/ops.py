@@ -45,8 +45,6 @@ from .commands import (
     ConsumerGroupHeartbeatResult,
     DescribedConsumerGroup,
     DescribedConsumerMember,
-    InMemoryTopics,
-    TopicsView,
 )
 from .group import Assignment, ConsumerGroup, ConsumerMember, MemberState, to_partitions
 from .reconcile import FencedByUnknownState, reconcile
@@ -93,7 +91,6 @@ def classic_sync_key(group_id: str, member_id: str) -> str:
 
 class ConsumerGroupOps(ShardCore):
     consumer_groups: dict[str, ConsumerGroup]
-    topics_view: TopicsView = InMemoryTopics()
 
     # --- ConsumerGroupHeartbeat ---------------------------------------------------------------
     def consumer_group_heartbeat(self, cmd: ConsumerGroupHeartbeat) -> ConsumerGroupHeartbeatResult:
@@ -410,6 +407,7 @@ class ConsumerGroupOps(ShardCore):
         member = group.members.get(member_id)
         if member is not None:
             group._remove_partition_epochs(member)
+        group.assignment_epochs.pop(member_id, None)
         for key in (session_key, revoke_key, classic_join_key, classic_sync_key):
             self.timers.cancel(key(group.group_id, member_id))
 
@@ -557,40 +555,6 @@ class ConsumerGroupOps(ShardCore):
                 for m in group.members.values()
             ),
         )
-
-    def validate_consumer_commit(
-        self, group: ConsumerGroup, member_id: str, epoch: int, epochs_supported: bool
-    ) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit (non-transactional)."""
-        if epoch < 0 and not group.members:
-            return ErrorCode.NONE  # the admin client, or manual assignment, on an empty group
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member.uses_classic:  # a classic member commits with its generation (its epoch)
-            return ErrorCode.NONE if epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
-        if not epochs_supported:
-            return ErrorCode.UNSUPPORTED_VERSION
-        if epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
-
-    def validate_consumer_fetch(
-        self, group: ConsumerGroup, member_id: str | None, epoch: int
-    ) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetFetch: only a member's own fetch is checked."""
-        if member_id is None or epoch < 0:
-            return ErrorCode.NONE
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if epoch != member.member_epoch:
-            return (
-                ErrorCode.ILLEGAL_GENERATION
-                if member.uses_classic
-                else ErrorCode.STALE_MEMBER_EPOCH
-            )
-        return ErrorCode.NONE
 
 
 def _is_subset(owned: object, assigned: Mapping[uuid.UUID, frozenset[int]]) -> bool:
