@@ -308,6 +308,8 @@ class Committer(bg.Conn):
 
 async def commit_many(port: int, args: argparse.Namespace) -> float:
     """Commit groups x partitions offsets (one group per OffsetCommit); seconds taken."""
+    # the topic must exist: commits for unknown topics are refused, as Kafka refuses them
+    h.create_topic(port, RESTART_TOPIC, args.partitions_per_commit)
     conns = args.commit_connections
     frames: list[list[bytes]] = [[] for _ in range(conns)]
     for g in range(args.restart_groups):
@@ -402,8 +404,8 @@ def first_offset_readable(port: int, deadline: float) -> None:
     """Until OffsetFetch for the first group's partition 0 returns its committed offset."""
     while True:
         try:
-            topics = fetch_offsets(port, restart_group(0), [0])
-            (_t, ((_p, off, _m, code),)), *_ = topics
+            (part,) = fetch_offsets(port, restart_group(0), [0])[0]["partitions"]
+            off, code = part["committed_offset"], part["error_code"]
             if code == 0 and off == expected_offset(0, 0):
                 return
             raise bg.Failure(f"first group's offset after restart: {off} (error {code})")

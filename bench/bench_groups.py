@@ -1097,13 +1097,19 @@ async def in_process_async(args: argparse.Namespace) -> None:
 
     import profile_hotpath as ph
 
-    from broker.config import BrokerConfig
+    from broker.config import BrokerConfig, TopicSpec
     from broker.connection import KafkaConnection
     from broker.server import KafkaServer
 
     capture = _transport_class()
     config = dataclasses.replace(
-        BrokerConfig(), host="127.0.0.1", port=0, log_level="warning", initial_rebalance_delay_ms=0
+        BrokerConfig(),
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        initial_rebalance_delay_ms=0,
+        # commits name a topic that exists (unknown ones are refused, as Kafka refuses them)
+        create_topics=(TopicSpec("bench-commits", 64),),
     )
     server = KafkaServer(config)
     await server.start()
