@@ -59,7 +59,7 @@ async def test_markers_follow_the_prepare_record_and_a_restart_keeps_the_outcome
         bootstrap = f"127.0.0.1:{srv.port}"
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
         await admin.start()
-        await admin.create_topics([NewTopic("out", 2, 1)])
+        await admin.create_topics([NewTopic("out", 2, 1), NewTopic("in", 1, 1)])
         await admin.close()
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="d-1")
         await producer.start()
