@@ -153,31 +153,51 @@ def handle_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     max_wait = req["max_wait_ms"]
     if errored or total >= req["min_bytes"] or max_wait <= 0:
         return _response(ctx.api_version, topics)
-    return _long_poll(plan, req["min_bytes"], max_wait / 1000.0)
+    # Wait for data from now: the long poll task starts later, and a produce handled before
+    # it runs would otherwise wake no one (the fetch would sleep its whole max wait).
+    logs = plan.logs()
+    first = (logs, [log.wait_for_data() for log in logs])
+    return _long_poll(plan, req["min_bytes"], max_wait / 1000.0, first)
 
 
-async def _long_poll(plan: FetchPlan, min_bytes: int, max_wait_s: float) -> Chunks:
+async def _long_poll(
+    plan: FetchPlan,
+    min_bytes: int,
+    max_wait_s: float,
+    first: tuple[list[PartitionLog], list[asyncio.Future[None]]],
+) -> Chunks:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_s
+    registered: tuple[list[PartitionLog], list[asyncio.Future[None]]] | None = first
     while True:
         remaining = deadline - loop.time()
         if remaining <= 0:
+            if registered is not None:  # never waited on: let the logs forget these
+                _forget(*registered)
             break
-        logs = plan.logs()
-        futures = [log.wait_for_data() for log in logs]
+        if registered is not None:
+            logs, futures = registered
+            registered = None
+        else:
+            logs = plan.logs()
+            futures = [log.wait_for_data() for log in logs]
         try:
             if futures:
                 await asyncio.wait(futures, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             else:
                 await asyncio.sleep(remaining)
         finally:
-            for log, fut in zip(logs, futures, strict=True):
-                if not fut.done():
-                    fut.cancel()
-                    with contextlib.suppress(ValueError):
-                        log.waiters.remove(fut)
+            _forget(logs, futures)
         topics, total, errored = plan.run()
         if errored or total >= min_bytes:
             return _response(plan.ctx.api_version, topics)
     topics, _, _ = plan.run()
     return _response(plan.ctx.api_version, topics)
+
+
+def _forget(logs: list[PartitionLog], futures: list[asyncio.Future[None]]) -> None:
+    for log, fut in zip(logs, futures, strict=True):
+        if not fut.done():
+            fut.cancel()
+            with contextlib.suppress(ValueError):
+                log.waiters.remove(fut)
