@@ -17,6 +17,6 @@ fi
 stamp=".venv/.installed${extras:+-$extras}"
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  .venv/bin/python -m pip install --quiet -c constraints.txt -e ".${extras:+[$extras]}"
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip install --quiet -c constraints.txt -e ".${extras:+[$extras]}"
   echo "$want" > "$stamp"
 fi
