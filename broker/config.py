@@ -51,6 +51,7 @@ class BrokerConfig:
     log_level: str = "info"
     auto_create_topics: bool = True
     default_partitions: int = 1
+    max_partitions: int = 100_000
     create_topics: tuple[TopicSpec, ...] = field(default_factory=tuple)
     max_request_bytes: int = 104857600
     message_max_bytes: int = 1048588
@@ -258,6 +259,14 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "default_partitions",
         _at_least_one,
         "partitions of auto-created topics (Kafka: num.partitions)",
+    ),
+    (
+        "--max-partitions",
+        "max_partitions",
+        _at_least_one,
+        "the most partitions all topics may have together (kgroupd's own; internal topics "
+        "not counted): a CreateTopics or CreatePartitions past it is refused with "
+        "POLICY_VIOLATION",
     ),
     (
         "--max-request-bytes",

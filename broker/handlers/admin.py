@@ -17,6 +17,28 @@ from broker.log.topics import TOPIC_CONFIGS, TopicError
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode
 
+# Kafka 4's controller refuses a request creating more partitions than this at once
+# (KAFKA-17870 for CreateTopics, KAFKA-19673 for CreatePartitions).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
+def partition_limit_error(ctx: RequestContext, requested: int) -> TopicError | None:
+    """POLICY_VIOLATION for a request adding more than 10,000 partitions, or more than
+    --max-partitions would allow; None if the request may go on."""
+    if requested > MAX_PARTITIONS_PER_REQUEST:
+        return TopicError(
+            ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request."
+        )
+    have = ctx.broker.topics.partition_count()
+    limit = ctx.broker.config.max_partitions
+    if have + requested > limit:
+        return TopicError(
+            ErrorCode.POLICY_VIOLATION,
+            f"The request would take the broker to {have + requested} partitions, over its "
+            f"limit of {limit} (--max-partitions).",
+        )
+    return None
+
 
 @handler(19)
 def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
@@ -25,6 +47,27 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
     items = req["topics"]
     names = [t["name"] for t in items]
     results: list[Fields] = []
+    requested = sum(
+        len(t["assignments"])
+        if t["assignments"]
+        else (t["num_partitions"] if t["num_partitions"] > 0 else broker.config.default_partitions)
+        for t in items
+    )
+    refused = partition_limit_error(ctx, requested)
+    if refused is not None:  # the whole request, before anything is allocated, as Kafka
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "error_code": int(refused.code),
+                    "error_message": refused.message,
+                    "num_partitions": -1,
+                    "replication_factor": -1,
+                    "configs": None,
+                }
+                for t in items
+            ]
+        }
     for item in items:
         name = item["name"]
         partitions = item["num_partitions"]
@@ -137,6 +180,24 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
     topics = ctx.broker.topics
     validate_only = req["validate_only"]
     results = []
+    requested = 0
+    for item in req["topics"]:
+        topic = topics.get(item["name"])
+        if topic is not None and item["count"] > len(topic.partitions):
+            requested += item["count"] - len(topic.partitions)
+    refused = partition_limit_error(ctx, requested)
+    if refused is not None:  # the whole request, before anything is allocated, as Kafka
+        code = int(refused.code)
+        return {
+            "results": [
+                {
+                    "name": t["name"],
+                    "error_code": int(refused.code),
+                    "error_message": refused.message,
+                }
+                for t in req["topics"]
+            ]
+        }
     for item in req["topics"]:
         name = item["name"]
         count = item["count"]

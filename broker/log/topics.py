@@ -157,6 +157,10 @@ class TopicManager:
             return None
         return topic.partitions[index]
 
+    def partition_count(self) -> int:
+        """Partitions of every topic but the internal ones (what --max-partitions bounds)."""
+        return sum(len(t.partitions) for n, t in self.topics.items() if not n.startswith("__"))
+
     def check_create(
         self, name: str, partitions: int, replication: int, configs: dict[str, str | None]
     ) -> dict[str, str]:

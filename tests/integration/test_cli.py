@@ -104,6 +104,7 @@ async def test_help_documents_every_flag() -> None:
         "--fsync",
         "--fsync-interval-ms",
         "--recover",
+        "--max-partitions",
     ):
         assert flag in out
 
