@@ -52,6 +52,9 @@ class BrokerConfig:
     auto_create_topics: bool = True
     default_partitions: int = 1
     max_partitions: int = 100_000
+    max_connections_per_ip: int | None = None  # Kafka: max.connections.per.ip (unbounded)
+    connections_max_idle_ms: int = 600_000  # Kafka: connections.max.idle.ms
+    incomplete_request_timeout_ms: int = 30_000  # kgroupd's own
     create_topics: tuple[TopicSpec, ...] = field(default_factory=tuple)
     max_request_bytes: int = 104857600
     message_max_bytes: int = 1048588
@@ -259,6 +262,26 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "default_partitions",
         _at_least_one,
         "partitions of auto-created topics (Kafka: num.partitions)",
+    ),
+    (
+        "--max-connections-per-ip",
+        "max_connections_per_ip",
+        _at_least_one,
+        "connections one client address may hold; new ones over it are closed at once "
+        "(Kafka: max.connections.per.ip; default: unbounded)",
+    ),
+    (
+        "--connections-max-idle-ms",
+        "connections_max_idle_ms",
+        _at_least_one,
+        "close a connection that sent nothing for this long (Kafka: connections.max.idle.ms)",
+    ),
+    (
+        "--incomplete-request-timeout-ms",
+        "incomplete_request_timeout_ms",
+        _at_least_one,
+        "close a connection whose request frame stays incomplete this long (kgroupd's own: a "
+        "client trickling bytes holds no buffer forever)",
     ),
     (
         "--max-partitions",

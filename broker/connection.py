@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import time
 from collections import deque
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -89,6 +90,10 @@ class KafkaConnection(asyncio.Protocol):
         self.host = "?"
         self.client_id: str | None = None
         self.log: Any = log.bind(conn=self.conn_id)
+        # For the server's sweep (connections.max.idle.ms, --incomplete-request-timeout-ms):
+        # when bytes last came in, and since when a frame has been incomplete (None: none is).
+        self.last_read = time.monotonic()
+        self.partial_since: float | None = None
 
     # asyncio callbacks -------------------------------------------------------------------
 
@@ -99,6 +104,13 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = peer[0] if peer else "?"
         self.log = self.log.bind(peer=self.peer)
+        limit = self.broker.config.max_connections_per_ip
+        if limit is not None and sum(c.host == self.host for c in self.server.connections) >= limit:
+            # Kafka closes a connection over max.connections.per.ip as soon as it is accepted
+            self.log.warning("connection_refused", reason="max_connections_per_ip", limit=limit)
+            self.closing = True
+            self.transport.close()
+            return
         self.server.connections.add(self)
         self.log.info("connection_open")
 
@@ -112,7 +124,13 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
+        now = self.last_read = time.monotonic()
         self.queue.extend(self.decoder.feed(data))
+        if self.decoder.buffered:
+            if self.partial_since is None:
+                self.partial_since = now
+        else:
+            self.partial_since = None
         if self.waiting is None:
             self._run()
         else:
@@ -345,6 +363,22 @@ class KafkaConnection(asyncio.Protocol):
             self.log.exception("handler_failed", api_key=api_key, api_version=version)
             body = spec.encode_error(ErrorCode.UNKNOWN_SERVER_ERROR)
         return encode_response(corr, body, spec.response_header_v1)
+
+    def sweep(self, now: float, idle_s: float, incomplete_s: float) -> None:
+        """Close this connection if it sent nothing for ``idle_s`` while nothing of it was
+        in flight, or a frame of it stayed incomplete for ``incomplete_s``."""
+        if self.closing:
+            return
+        if self.partial_since is not None and now - self.partial_since > incomplete_s:
+            self._close("a request frame stayed incomplete too long")
+        elif (
+            now - self.last_read > idle_s
+            and self.waiting is None
+            and not self.queue
+            and not self.held
+        ):
+            self._close("idle (connections.max.idle.ms)", error=False)
+            self.log.info("connection_idle_closed")
 
     def _close(self, reason: str, error: bool = True) -> None:
         if self.closing:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 
 import structlog
@@ -36,6 +37,7 @@ class KafkaServer:
         self._servers: list[asyncio.base_events.Server] = []
         self.bound: list[tuple[Listener, int, tuple[str, int]]] = []
         self._housekeeping: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self.port = config.port
 
     @property
@@ -75,6 +77,7 @@ class KafkaServer:
         self.port = self.bound[0][1]
         self.broker.bound(self.port)
         self._housekeeping = asyncio.create_task(self._retention_loop())
+        self._sweeper = asyncio.create_task(self._sweep_loop())
         for listener, port, (ahost, aport) in self.bound:
             log.info(
                 "listening",
@@ -95,6 +98,17 @@ class KafkaServer:
                 return advertised
         return None  # accepted before the bind finished: the first listener's
 
+    async def _sweep_loop(self) -> None:
+        """Close idle connections and those stuck in an incomplete frame."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        incomplete_s = self.config.incomplete_request_timeout_ms / 1000
+        period = min(10.0, max(0.05, min(idle_s, incomplete_s) / 4))
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                conn.sweep(now, idle_s, incomplete_s)
+
     async def _retention_loop(self) -> None:
         while True:
             await asyncio.sleep(RETENTION_CHECK_INTERVAL_S)
@@ -108,10 +122,11 @@ class KafkaServer:
             return
         for server in self._servers:
             server.close()
-        if self._housekeeping is not None:
-            self._housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._housekeeping
+        for task in (self._housekeeping, self._sweeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         # Parked JoinGroup/SyncGroup are answered (NOT_COORDINATOR) and timers stop; with a
         # data dir, the coordinator's state is snapshotted first.
         self.broker.transactions.shutdown()

@@ -105,6 +105,9 @@ async def test_help_documents_every_flag() -> None:
         "--fsync-interval-ms",
         "--recover",
         "--max-partitions",
+        "--max-connections-per-ip",
+        "--connections-max-idle-ms",
+        "--incomplete-request-timeout-ms",
     ):
         assert flag in out
 

@@ -1,0 +1,104 @@
+"""One client may not hold the broker's resources forever: a connection that sends nothing for
+``--connections-max-idle-ms`` (Kafka's connections.max.idle.ms) is closed, so is one whose
+request frame stays incomplete for ``--incomplete-request-timeout-ms`` (a client trickling
+bytes), and ``--max-connections-per-ip`` (Kafka's max.connections.per.ip) closes new
+connections over it at once. Everyone else is served throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import time
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from broker.server import KafkaServer
+from broker.testing import running_server
+from tests.support.kafka_wire import WireClient, encode_request
+
+API_VERSIONS = 18
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[KafkaServer]:
+    async with running_server(
+        log_level="warning",
+        connections_max_idle_ms=400,
+        incomplete_request_timeout_ms=400,
+        max_connections_per_ip=3,
+    ) as srv:
+        yield srv
+
+
+async def closed_within(reader: asyncio.StreamReader, seconds: float) -> float | None:
+    """Seconds until the broker closed the connection, None if it did not within ``seconds``
+    (anything the broker sends first is read and ignored)."""
+    t0 = time.monotonic()
+    try:
+        while await asyncio.wait_for(reader.read(65536), seconds - (time.monotonic() - t0)):
+            pass
+    except TimeoutError:
+        return None
+    return time.monotonic() - t0
+
+
+async def shut(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+
+
+async def answered(wire: WireClient) -> bool:
+    return (await wire.request(API_VERSIONS, 3, {}))["error_code"] == 0
+
+
+async def test_idle_and_incomplete_connections_are_closed(server: KafkaServer) -> None:
+    async with await WireClient.connect(server.port) as busy:
+        idle_r, idle_w = await asyncio.open_connection("127.0.0.1", server.port)
+        idle_w.write(encode_request(API_VERSIONS, 3, 1, {}))  # one request, then silence
+        trickle_r, trickle_w = await asyncio.open_connection("127.0.0.1", server.port)
+        frame = encode_request(API_VERSIONS, 3, 1, {})
+        idle_task = asyncio.create_task(closed_within(idle_r, 5))
+        trickle_task = asyncio.create_task(closed_within(trickle_r, 5))
+        # the trickling client sends a byte every 100 ms: never idle, never a whole frame
+        for b in frame[:-1]:
+            if trickle_task.done():
+                break
+            trickle_w.write(bytes([b]))
+            assert await answered(busy)  # the busy client is served, and stays open
+            await asyncio.sleep(0.1)
+        idle_after, trickle_after = await idle_task, await trickle_task
+        assert idle_after is not None and 0.3 < idle_after < 2.0, idle_after
+        assert trickle_after is not None and trickle_after < 2.0, trickle_after
+        assert await answered(busy)
+        for w in (idle_w, trickle_w):
+            await shut(w)
+
+
+async def test_connections_over_the_per_ip_limit_are_closed(server: KafkaServer) -> None:
+    clients = [await WireClient.connect(server.port) for _ in range(3)]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        assert await closed_within(reader, 2) is not None  # a fourth from 127.0.0.1
+        await shut(writer)
+        # another address is not counted against 127.0.0.1
+        other_r, other_w = await asyncio.open_connection(
+            "127.0.0.1", server.port, local_addr=("127.0.0.2", 0)
+        )
+        other_w.write(encode_request(API_VERSIONS, 3, 5, {}))
+        (size,) = struct.unpack(">i", await asyncio.wait_for(other_r.readexactly(4), 5))
+        assert size > 0
+        await shut(other_w)
+        assert all([await answered(c) for c in clients])
+    finally:
+        for c in clients:
+            await c.close()
+    # slots freed (once the broker has seen the closes): 127.0.0.1 may connect again
+    for _ in range(100):
+        if not server.connections:
+            break
+        await asyncio.sleep(0.02)
+    async with await WireClient.connect(server.port) as again:
+        assert await answered(again)
