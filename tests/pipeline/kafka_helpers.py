@@ -45,10 +45,12 @@ async def produce(
     topic: str,
     records: Sequence[tuple[int, bytes | None, bytes, list[tuple[str, bytes]]]],
     one_batch_each: bool = False,
+    compression: str | None = None,
 ) -> list[tuple[int, int]]:
     """(partition, key, value, headers) records; returns each one's (partition, offset).
-    ``one_batch_each`` waits for each record before sending the next (one batch each)."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    ``one_batch_each`` waits for each record before sending the next (one batch each);
+    ``compression`` is aiokafka's compression_type (gzip, snappy, lz4, zstd)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=compression)
     await producer.start()
     try:
         done = []

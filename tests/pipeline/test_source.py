@@ -5,6 +5,7 @@ partitions, re-planning, and data loss (deleted topics, retention) per failOnDat
 from __future__ import annotations
 
 import datetime as dt
+import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,23 @@ def test_batch_read_rows_schema_and_offset_json(spark: Any, broker: BrokerThread
     )
     got = {(r.partition, r.offset) for r in ranged.select("partition", "offset").collect()}
     assert got == {(0, o) for o in range(3, 7)} | {(1, o) for o in range(10)}
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_topics_are_read(spark: Any, broker: BrokerThread, codec: str) -> None:
+    """Batches compressed with each of Kafka's codecs decode in the executors (the spark
+    extra brings cramjam, which aiokafka needs for snappy, lz4 and zstd)."""
+    bs = broker.bootstrap
+    topic = f"codec-{codec}"
+    broker.run(create_topic(bs, topic, 2))
+    broker.run(produce(bs, topic, records(50, 2, codec), compression=codec))
+    df = spark.read.format("kgroupd").option("kafka.bootstrap.servers", bs)
+    rows = df.option("subscribe", topic).load().select("value").collect()
+    got = sorted(bytes(r.value) for r in rows)
+    assert got == sorted(f"{codec}-{i}".encode() for i in range(50))
+    # and a user who installs only the spark extra gets the codecs too
+    spark_extra = [r for r in importlib.metadata.requires("kgroupd") or [] if "spark" in r]
+    assert any(r.startswith("cramjam") for r in spark_extra), spark_extra
 
 
 def test_stream_starting_offsets_json_and_group_commits(
