@@ -1,15 +1,20 @@
 """``python -m pipeline --bootstrap-server HOST:PORT``: run the reference streaming job.
 
 See ``pipeline.job``. With ``--available-now`` it reads what is on the topic, writes the
-windows the watermark has closed, and exits; otherwise it runs until interrupted.
+windows the watermark has closed, and exits; otherwise it runs until interrupted. It ends
+with one JSON line on stdout: batches, records read, windows written, output and checkpoint.
+A broker that cannot be reached (a Kafka ApiVersions round trip, 10 s) stops it before
+Spark starts, with one line naming the address and exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import sys
 
-from pipeline.job import JobConfig, spark_session, start
+from pipeline.job import JobConfig, reachable, spark_session, start, summary
 
 
 def parse(argv: list[str] | None = None) -> tuple[JobConfig, str]:
@@ -48,6 +53,15 @@ def parse(argv: list[str] | None = None) -> tuple[JobConfig, str]:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     config, master = parse(argv)
+    # Fail fast (before Spark starts) when the broker cannot be reached, in one line.
+    problem = reachable(config.bootstrap_server)
+    if problem is not None:
+        print(
+            f"python -m pipeline: error: cannot reach the broker at "
+            f"{config.bootstrap_server}: {problem}",
+            file=sys.stderr,
+        )
+        return 1
     spark = spark_session(master)
     spark.sparkContext.setLogLevel("WARN")
     query = start(spark, config)
@@ -57,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         query.stop()
     finally:
+        # the run's summary: batches, records read, windows written, where
+        print(json.dumps(summary(spark, query, config)), flush=True)
         spark.stop()
     return 0
 

@@ -87,6 +87,42 @@ def window_counts(records: DataFrame, window: str, watermark: str) -> DataFrame:
     )
 
 
+def summary(spark: SparkSession, query: StreamingQuery, config: JobConfig) -> dict[str, object]:
+    """What a run did, for its last log line: micro-batches run, records read (over the
+    progress Spark keeps: the last 100 batches), the windows now in the output, and where."""
+    progress = query.recentProgress
+    last = query.lastProgress
+    windows = 0
+    if os.path.isdir(config.output):
+        windows = spark.read.parquet(config.output).count()
+    return {
+        "event": "pipeline_done",
+        "batches": int(last["batchId"]) + 1 if last else 0,
+        "records_read": sum(int(p["numInputRows"]) for p in progress),
+        "windows_written": windows,
+        "output": config.output,
+        "checkpoint": config.checkpoint,
+    }
+
+
+def reachable(bootstrap: str, timeout_s: float = 10.0) -> str | None:
+    """None if a broker of the comma-separated ``bootstrap`` answers a Kafka ApiVersions
+    request within ``timeout_s``, else why not (naming each address)."""
+    from broker.healthcheck import check
+
+    problems = []
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        if not host or not port.isdigit():
+            problems.append(f"{address!r} is not HOST:PORT")
+            continue
+        problem = check(host.strip("[]"), int(port), timeout_s)
+        if problem is None:
+            return None
+        problems.append(problem)
+    return "; ".join(problems)
+
+
 def start(spark: SparkSession, config: JobConfig) -> StreamingQuery:
     counts = window_counts(read_events(spark, config), config.window, config.watermark)
     writer = (

@@ -4,6 +4,10 @@ run writing window counts to Parquet, then 5,000 more and a restart from the che
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,7 +15,7 @@ from typing import Any
 import pytest
 
 from pipeline.demo_producer import Event, ensure_topic, make_events, produce
-from pipeline.job import JobConfig, start
+from pipeline.job import JobConfig, start, summary
 from tests.pipeline.conftest import BrokerThread
 from tests.pipeline.kafka_helpers import committed, end_offsets
 
@@ -49,13 +53,14 @@ def written(spark: Any, path: Path) -> dict[tuple[int, str], int]:
     return out
 
 
-def run(spark: Any, config: JobConfig) -> list[dict[str, Any]]:
+def run(spark: Any, config: JobConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The run's progress entries and its summary (what python -m pipeline prints last)."""
     query = start(spark, config)
     try:
         assert query.awaitTermination(180), "the pipeline's availableNow run did not finish"
     finally:
         query.stop()
-    return [dict(p) for p in query.recentProgress]
+    return [dict(p) for p in query.recentProgress], summary(spark, query, config)
 
 
 def test_window_counts_then_restart_reads_only_new_records(
@@ -79,17 +84,20 @@ def test_window_counts_then_restart_reads_only_new_records(
     broker.run(ensure_topic(bs, TOPIC, PARTITIONS))
     broker.run(produce(bs, TOPIC, first))
 
-    progress = run(spark, config)
+    progress, done = run(spark, config)
     assert sum(p["numInputRows"] for p in progress) == 20_000
     expected = closed_windows(first)
     assert len(expected) > 300  # nearly every window is closed; the last few stay open
     assert written(spark, tmp_path / "counts") == expected
+    # the run's summary line (python -m pipeline prints it last)
+    assert (done["records_read"], done["windows_written"]) == (20_000, len(expected))
+    assert done["batches"] >= 1 and done["output"] == config.output
 
     # Stop, produce 5,000 more (later event times), restart from the checkpoint.
     ends_before = broker.run(end_offsets(bs, TOPIC, PARTITIONS))
     more = make_events(5_000, start_ms=START_MS + 20_000 * 100, keys=10, seed=2)
     broker.run(produce(bs, TOPIC, more))
-    progress = run(spark, config)
+    progress, _done = run(spark, config)
     # Only the new records were read, starting where the first run ended.
     assert sum(p["numInputRows"] for p in progress) == 5_000
     first_batch = next(p for p in progress if p["numInputRows"] > 0)
@@ -104,3 +112,23 @@ def test_window_counts_then_restart_reads_only_new_records(
     ends = broker.run(end_offsets(bs, TOPIC, PARTITIONS))
     assert sum(ends.values()) == 25_000
     assert broker.run(committed(broker.port, GROUP, TOPIC, PARTITIONS)) == ends
+
+
+def test_an_unreachable_broker_fails_fast_in_one_line() -> None:
+    """``python -m pipeline`` with a wrong bootstrap address: exit 1 within 15 s (before Spark
+    starts), one line on stderr naming the address."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for address in (f"127.0.0.1:{port}", "no-such-host.invalid:9092"):
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pipeline", "--bootstrap-server", address, "--available-now"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert time.monotonic() - t0 < 15
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+        assert address in lines[0] and "cannot reach the broker" in lines[0]
