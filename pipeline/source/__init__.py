@@ -33,7 +33,14 @@ from pipeline.source.options import (
     limit_rows,
     to_json,
 )
-from pipeline.source.ranges import OffsetRange, RangeFetcher, plan, read_range, resolve
+from pipeline.source.ranges import (
+    OffsetRange,
+    RangeFetcher,
+    plan,
+    read_range,
+    resolve,
+    split_ranges,
+)
 from pipeline.source.readers import KgroupdBatchReader, KgroupdDataSource, KgroupdStreamReader
 
 __all__ = [
@@ -55,5 +62,6 @@ __all__ = [
     "plan",
     "read_range",
     "resolve",
+    "split_ranges",
     "to_json",
 ]

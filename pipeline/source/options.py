@@ -108,6 +108,7 @@ class SourceOptions:
     poll_timeout_ms: int = 120_000
     fetch_max_bytes: int = 64 * 1024 * 1024
     max_partition_fetch_bytes: int = 16 * 1024 * 1024
+    min_partitions: int | None = None
     ignored: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -157,6 +158,10 @@ class SourceOptions:
         max_per_trigger = int(max_offsets) if max_offsets is not None else None
         if max_per_trigger is not None and max_per_trigger < 1:
             raise ValueError("maxOffsetsPerTrigger must be at least 1")
+        raw_min = opts.get("minpartitions")
+        min_partitions = int(raw_min) if raw_min is not None else None
+        if min_partitions is not None and min_partitions < 1:
+            raise ValueError(f"minPartitions must be positive, got {raw_min}")
         ignored = []
         if "kafka.group.id" in opts:
             # Reading never starts from a group's offsets; see group.id.
@@ -179,6 +184,7 @@ class SourceOptions:
             poll_timeout_ms=int(opts.get("kafkaconsumer.polltimeoutms", 120_000)),
             fetch_max_bytes=int(opts.get("fetchmaxbytes", 64 * 1024 * 1024)),
             max_partition_fetch_bytes=int(opts.get("maxpartitionfetchbytes", 16 * 1024 * 1024)),
+            min_partitions=min_partitions,
             ignored=tuple(ignored),
         )
 

@@ -4,9 +4,11 @@ pyarrow record batches."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -98,7 +100,23 @@ def plan(
             continue
         if stop > begin:
             ranges.append(OffsetRange(tp[0], tp[1], begin, stop))
-    return ranges
+    return split_ranges(ranges, opts.min_partitions)
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """``minPartitions`` as Spark's KafkaOffsetRangeCalculator applies it: with fewer ranges
+    than that, each range is cut into parts in proportion to its share of all the offsets
+    (at least one part each), the parts as equal as offsets allow."""
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.end - r.start for r in ranges)
+    out = []
+    for r in ranges:
+        size = r.end - r.start
+        parts = max(math.floor(size / total * min_partitions + 0.5), 1)  # Scala math.round
+        bounds = [r.start + size * i // parts for i in range(parts + 1)]
+        out += [OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
+    return out
 
 
 OFFSET_OUT_OF_RANGE = 1

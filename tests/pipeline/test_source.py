@@ -19,6 +19,7 @@ from pipeline.source import (
     SourceOptions,
     kafka_schema,
     read_range,
+    split_ranges,
 )
 from tests.pipeline.conftest import BrokerThread
 from tests.pipeline.kafka_helpers import (
@@ -102,6 +103,44 @@ def test_compressed_topics_are_read(spark: Any, broker: BrokerThread, codec: str
     # and a user who installs only the spark extra gets the codecs too
     spark_extra = [r for r in importlib.metadata.requires("kgroupd") or [] if "spark" in r]
     assert any(r.startswith("cramjam") for r in spark_extra), spark_extra
+
+
+def test_min_partitions_splits_ranges_as_spark_does(spark: Any, broker: BrokerThread) -> None:
+    """minPartitions: fewer ranges than that are cut in proportion to their size (Spark's
+    KafkaOffsetRangeCalculator); every record is still read exactly once."""
+    assert split_ranges([OffsetRange("t", 0, 0, 100)], None) == [OffsetRange("t", 0, 0, 100)]
+    cut = split_ranges([OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 5, 15)], 5)
+    assert cut == [
+        OffsetRange("t", 0, 0, 20),
+        OffsetRange("t", 0, 20, 40),
+        OffsetRange("t", 0, 40, 60),
+        OffsetRange("t", 0, 60, 80),
+        OffsetRange("t", 0, 80, 100),
+        OffsetRange("t", 1, 5, 15),  # 10/110 of 5 rounds to 0: at least one part
+    ]
+    # enough ranges already: untouched
+    two = [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 10)]
+    assert split_ranges(two, 2) == two
+
+    bs = broker.bootstrap
+    broker.run(create_topic(bs, "minparts", 2))
+    broker.run(produce(bs, "minparts", records(40, 2, "m")))
+    df = (
+        spark.read.format("kgroupd")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", "minparts")
+        .option("minPartitions", "5")
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == 6  # 20/40 of 5 = 2.5, rounded half up: 3 each
+    rows = df.select("partition", "offset").collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [
+        (p, o) for p in (0, 1) for o in range(20)
+    ]
+    with pytest.raises(Exception, match="minPartitions must be positive"):
+        df.sparkSession.read.format("kgroupd").option("kafka.bootstrap.servers", bs).option(
+            "subscribe", "minparts"
+        ).option("minPartitions", "0").load().collect()
 
 
 def test_stream_starting_offsets_json_and_group_commits(
