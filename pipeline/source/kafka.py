@@ -56,12 +56,16 @@ class KafkaAdmin:
 
     async def _start(self) -> None:
         if self._client is None:
-            client = AIOKafkaClient(bootstrap_servers=self.opts.bootstrap_servers)
+            client = AIOKafkaClient(
+                bootstrap_servers=self.opts.bootstrap_servers, **dict(self.opts.client_options)
+            )
             await client.bootstrap()
             self._client = client
         if self._consumer is None:
             consumer = AIOKafkaConsumer(
-                bootstrap_servers=self.opts.bootstrap_servers, enable_auto_commit=False
+                bootstrap_servers=self.opts.bootstrap_servers,
+                enable_auto_commit=False,
+                **dict(self.opts.client_options),
             )
             await consumer.start()
             self._consumer = consumer

@@ -91,6 +91,46 @@ def _offset_spec(raw: str | None, default: str, name: str) -> str | dict[TP, int
     return out
 
 
+# kafka.* consumer configs that make sense for a reader, as aiokafka's client arguments
+KAFKA_CLIENT_OPTIONS: dict[str, tuple[str, type]] = {
+    "kafka.client.id": ("client_id", str),
+    "kafka.request.timeout.ms": ("request_timeout_ms", int),
+    "kafka.metadata.max.age.ms": ("metadata_max_age_ms", int),
+    "kafka.connections.max.idle.ms": ("connections_max_idle_ms", int),
+    "kafka.retry.backoff.ms": ("retry_backoff_ms", int),
+}
+# Refused as Spark's Kafka source refuses them, with what to use instead
+KAFKA_REFUSED = {
+    "kafka.auto.offset.reset": "set the source option startingOffsets instead",
+    "kafka.key.deserializer": "keys are always read as bytes: cast the key column",
+    "kafka.value.deserializer": "values are always read as bytes: cast the value column",
+    "kafka.enable.auto.commit": "the checkpoint keeps the progress; group.id commits it to a group",
+    "kafka.interceptor.classes": "consumer interceptors are not supported",
+}
+
+
+def _client_options(opts: Mapping[str, str]) -> tuple[tuple[str, Any], ...]:
+    """The kafka.* options passed to the clients; a clear error for any other."""
+    out = []
+    for name, value in sorted(opts.items()):
+        if not name.startswith("kafka.") or name in ("kafka.bootstrap.servers", "kafka.group.id"):
+            continue
+        if name in KAFKA_REFUSED:
+            raise ValueError(f"Kafka option '{name[6:]}' is not supported: {KAFKA_REFUSED[name]}")
+        if name not in KAFKA_CLIENT_OPTIONS:
+            supported = ", ".join(["kafka.bootstrap.servers", *sorted(KAFKA_CLIENT_OPTIONS)])
+            raise ValueError(
+                f"Kafka option '{name}' is not supported by the kgroupd source "
+                f"(it would be ignored); the kafka.* options it passes on: {supported}"
+            )
+        arg, kind = KAFKA_CLIENT_OPTIONS[name]
+        try:
+            out.append((arg, kind(value)))
+        except ValueError:
+            raise ValueError(f"option {name} must be {kind.__name__}, got {value!r}") from None
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """The options, checked once on the driver; the names are Spark's Kafka source's."""
@@ -109,6 +149,8 @@ class SourceOptions:
     fetch_max_bytes: int = 64 * 1024 * 1024
     max_partition_fetch_bytes: int = 16 * 1024 * 1024
     min_partitions: int | None = None
+    # kafka.* consumer options passed on to aiokafka's clients, as (argument, value)
+    client_options: tuple[tuple[str, Any], ...] = ()
     ignored: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -185,6 +227,7 @@ class SourceOptions:
             fetch_max_bytes=int(opts.get("fetchmaxbytes", 64 * 1024 * 1024)),
             max_partition_fetch_bytes=int(opts.get("maxpartitionfetchbytes", 16 * 1024 * 1024)),
             min_partitions=min_partitions,
+            client_options=_client_options(opts),
             ignored=tuple(ignored),
         )
 

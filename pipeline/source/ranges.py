@@ -152,7 +152,9 @@ class RangeFetcher:
 
     async def start(self) -> None:
         # aiokafka objects must be made inside their event loop.
-        self._client = AIOKafkaClient(bootstrap_servers=self.opts.bootstrap_servers)
+        self._client = AIOKafkaClient(
+            bootstrap_servers=self.opts.bootstrap_servers, **dict(self.opts.client_options)
+        )
         await self._client.bootstrap()
 
     async def _find_leader(self) -> int | None:
@@ -185,7 +187,9 @@ class RangeFetcher:
         raise RuntimeError(f"the fetch response has no {self.tp}")
 
     async def log_start_offset(self) -> int:
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.opts.bootstrap_servers)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.opts.bootstrap_servers, **dict(self.opts.client_options)
+        )
         await consumer.start()
         try:
             return int((await consumer.beginning_offsets([self.tp]))[self.tp])

@@ -4,15 +4,18 @@ partitions, re-planning, and data loss (deleted topics, retention) per failOnDat
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import importlib.metadata
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from broker.handlers import HANDLERS
 from pipeline.source import (
     KgroupdStreamReader,
     OffsetRange,
@@ -317,3 +320,58 @@ def test_bad_options_are_refused(spark: Any, broker: BrokerThread) -> None:
         base.load().collect()
     with pytest.raises(Exception, match="startingOffsets cannot be latest"):
         base.option("subscribe", "x").option("startingOffsets", "latest").load().collect()
+
+    # kafka.* options: those a reader can use are passed on, Spark's refused ones and
+    # unknown ones are refused with a message (never silently ignored)
+    def fresh() -> Any:  # a reader's options stick to it: one reader per case
+        reader = spark.read.format("kgroupd").option("kafka.bootstrap.servers", broker.bootstrap)
+        return reader.option("subscribe", "x")
+
+    with pytest.raises(
+        Exception, match=re.escape("auto.offset.reset' is not supported: set the source")
+    ):
+        fresh().option("kafka.auto.offset.reset", "earliest").load().collect()
+    with pytest.raises(
+        Exception, match=re.escape("'kafka.fetch.min.bytes' is not supported by the kgroupd")
+    ):
+        fresh().option("kafka.fetch.min.bytes", "1").load().collect()
+    with pytest.raises(Exception, match=re.escape("option kafka.request.timeout.ms must be int")):
+        fresh().option("kafka.request.timeout.ms", "soon").load().collect()
+
+
+def test_kafka_client_options_are_passed_on(
+    spark: Any, broker: BrokerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opts = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": broker.bootstrap,
+            "subscribe": "passed",
+            "kafka.client.id": "my-reader",
+            "kafka.request.timeout.ms": "15000",
+        },
+        batch=True,
+    )
+    assert dict(opts.client_options) == {"client_id": "my-reader", "request_timeout_ms": 15000}
+    seen: set[str | None] = set()
+    for key in (1, 3):  # Fetch (executors) and Metadata (driver and executors)
+        entry = HANDLERS[key]
+
+        def tap(ctx: Any, req: Any, _fn: Any = entry.fn) -> Any:
+            seen.add(ctx.client_id)
+            return _fn(ctx, req)
+
+        monkeypatch.setitem(HANDLERS, key, dataclasses.replace(entry, fn=tap))
+    bs = broker.bootstrap
+    broker.run(create_topic(bs, "passed", 1))
+    broker.run(produce(bs, "passed", records(5, 1, "p")))
+    seen.clear()
+    rows = (
+        spark.read.format("kgroupd")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", "passed")
+        .option("kafka.client.id", "my-reader")
+        .load()
+        .collect()
+    )
+    assert len(rows) == 5
+    assert seen == {"my-reader"}, seen  # every request the source made carried it
