@@ -4,7 +4,9 @@ See ``pipeline.job``. With ``--available-now`` it reads what is on the topic, wr
 windows the watermark has closed, and exits; otherwise it runs until interrupted. It ends
 with one JSON line on stdout: batches, records read, windows written, output and checkpoint.
 A broker that cannot be reached (a Kafka ApiVersions round trip, 10 s) stops it before
-Spark starts, with one line naming the address and exit code 1.
+Spark starts, with one line naming the address and exit code 1; a query that fails (data
+the checkpoint expects is gone: see failOnDataLoss in the README) ends with one line saying
+why, after the summary, and exit code 1.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
+
+from pyspark.errors import StreamingQueryException
 
 from pipeline.job import JobConfig, reachable, spark_session, start, summary
 
@@ -52,6 +57,7 @@ def parse(argv: list[str] | None = None) -> tuple[JobConfig, str]:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its connection chatter at exit
     config, master = parse(argv)
     # Fail fast (before Spark starts) when the broker cannot be reached, in one line.
     problem = reachable(config.bootstrap_server)
@@ -66,15 +72,31 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     query = start(spark, config)
     logging.info("query %s started: %s -> %s", query.id, config.topic, config.output)
+    failure = None
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
+    except StreamingQueryException as exc:
+        failure = reason(exc)
     finally:
         # the run's summary: batches, records read, windows written, where
         print(json.dumps(summary(spark, query, config)), flush=True)
         spark.stop()
+    if failure is not None:
+        print(f"python -m pipeline: error: {failure}", file=sys.stderr)
+        return 1
     return 0
+
+
+def reason(exc: Exception) -> str:
+    """The one line that says why the query stopped: the source's data-loss message when that
+    is why (Spark wraps it in the Python traceback of the task or driver call)."""
+    text = str(exc)
+    found = re.search(r"DataLossError: (.+)", text)
+    if found:
+        return found.group(1).strip()
+    return next((line.strip() for line in text.splitlines() if line.strip()), repr(exc))
 
 
 if __name__ == "__main__":

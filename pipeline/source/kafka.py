@@ -10,6 +10,7 @@ from typing import Any
 from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
 from aiokafka.protocol.commit import OffsetCommitRequest
 
+from pipeline.source.cluster import ClusterFacts, describe_any
 from pipeline.source.options import COORDINATOR_GROUP, NO_ERROR, TP, Offsets, SourceOptions, T
 
 
@@ -105,6 +106,11 @@ class KafkaAdmin:
             {(tp.topic, tp.partition): int(o) for tp, o in first.items()},
             {(tp.topic, tp.partition): int(o) for tp, o in last.items()},
         )
+
+    def facts(self, topics: Sequence[str]) -> ClusterFacts:
+        """The cluster id and the ids of ``topics``, to tell which log offsets refer to."""
+        timeout_s = dict(self.opts.client_options).get("request_timeout_ms", 10_000) / 1000
+        return self._run(describe_any(self.opts.bootstrap_servers, sorted(set(topics)), timeout_s))
 
     def commit(self, group: str, offsets: Offsets) -> None:
         self._run(self._commit(group, offsets))

@@ -242,10 +242,17 @@ class SourceOptions:
 # --- offsets as JSON -------------------------------------------------------------------------
 
 
-def to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
+# Offsets JSON is Spark's ``{"topic": {"partition": offset}}`` plus one key no topic can
+# have (":" is not allowed in topic names) saying which log the offsets refer to.
+META_KEY = "kgroupd:meta"
+
+
+def to_json(offsets: Offsets, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         out.setdefault(topic, {})[str(partition)] = int(offset)
+    if meta:
+        out[META_KEY] = dict(meta)
     return out
 
 
@@ -253,8 +260,16 @@ def from_json(offsets: Mapping[str, Any]) -> Offsets:
     return {
         (str(topic), int(partition)): int(offset)
         for topic, parts in offsets.items()
+        if topic != META_KEY
         for partition, offset in parts.items()
     }
+
+
+def meta_of(offsets: Mapping[str, Any]) -> dict[str, Any]:
+    """What the offsets JSON says of the log it was read from (empty for offsets written by
+    hand or by an older version)."""
+    meta = offsets.get(META_KEY)
+    return dict(meta) if isinstance(meta, Mapping) else {}
 
 
 def limit_rows(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:

@@ -23,6 +23,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pipeline.source.cluster import ClusterFacts
 from pipeline.source.kafka import KafkaAdmin
 from pipeline.source.options import (
     TP,
@@ -34,6 +35,7 @@ from pipeline.source.options import (
     kafka_schema,
     limit_rows,
     log,
+    meta_of,
     to_json,
 )
 from pipeline.source.ranges import OffsetRange, plan, read_range, resolve
@@ -129,7 +131,8 @@ class KgroupdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if absent:
                 raise ValueError(f"startingOffsets names partitions that do not exist: {absent}")
         earliest, latest = self.admin.offsets(tps)
-        return to_json(resolve(self.opts.starting, tps, earliest, latest, "startingOffsets"))
+        start = resolve(self.opts.starting, tps, earliest, latest, "startingOffsets")
+        return to_json(start, _meta(self.admin.facts([t for t, _ in tps])))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
@@ -143,7 +146,6 @@ class KgroupdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = from_json(start)
         tps = self.admin.partitions()
-        self._commit_progress(begin, set(tps))
         lost = sorted(set(begin) - set(tps))
         if lost:
             message = (
@@ -153,36 +155,43 @@ class KgroupdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self.opts.fail_on_data_loss:
                 raise DataLossError(message + " (set failOnDataLoss=false to go on without them)")
             log.warning(message)
-        latest = self.admin.offsets(tps)[1]
-        self._latest = dict(latest)
-        for tp, offset in latest.items():
-            if tp in begin and offset < begin[tp]:
-                message = (
-                    f"{tp[0]}-{tp[1]}: the latest offset {offset} is below the offset already "
-                    f"read, {begin[tp]} (topic deleted and created again?)"
+        earliest, latest = self.admin.offsets(tps)
+        facts = self.admin.facts(sorted({t for t, _ in tps} | {t for t, _ in begin}))
+        changed = _changed(begin, meta_of(start), facts, earliest, latest)
+        if changed:
+            message = "; ".join(changed.values())
+            if self.opts.fail_on_data_loss:
+                raise DataLossError(
+                    message + " (set failOnDataLoss=false to read these partitions again from "
+                    "their earliest offsets)"
                 )
-                if self.opts.fail_on_data_loss:
-                    raise DataLossError(message + " (set failOnDataLoss=false to go on)")
-                log.warning(message + "; continuing from the new latest offset")
+            log.warning(message + "; reading these partitions again from their earliest offsets")
+        resumed = {tp: earliest[tp] for tp in changed}
+        self._commit_progress({tp: o for tp, o in begin.items() if tp not in changed}, set(tps))
+        base = {**begin, **resumed}  # where this batch starts
+        self._latest = dict(latest)
         end = dict(latest)
         if self._target is not None:
             # availableNow: nothing produced after the run started is read; partitions
             # created since are left for the next run.
             end = {tp: min(o, self._target[tp]) for tp, o in end.items() if tp in self._target}
-            for tp in begin.keys() & end.keys():
-                if latest[tp] >= begin[tp]:
-                    end[tp] = max(end[tp], begin[tp])
+            for tp in base.keys() & end.keys():
+                if latest[tp] >= base[tp]:
+                    end[tp] = max(end[tp], base[tp])
         if isinstance(limit, ReadMaxRows):
-            end = limit_rows({tp: o for tp, o in begin.items() if tp in end}, end, limit.max_rows)
-        return to_json(end)
+            end = limit_rows({tp: o for tp, o in base.items() if tp in end}, end, limit.max_rows)
+        return to_json(end, _meta(facts, resumed))
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return to_json(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, stop = from_json(start), from_json(end)
-        # An offset that went back (a recreated topic) reads nothing this batch: the next one
-        # starts at the new offset. failOnDataLoss=true already failed in latestOffset.
+        # Partitions whose checkpoint offsets referred to another log (failOnDataLoss=false)
+        # start where latestOffset said, recorded in the end offsets so a replay plans the same.
+        begin.update(from_json(meta_of(end).get("resumed", {})))
+        # An offset that went back reads nothing this batch. failOnDataLoss=true already
+        # failed in latestOffset.
         return plan(begin, stop, dataclasses.replace(self.opts, fail_on_data_loss=False))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -206,3 +215,49 @@ class KgroupdStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._admin is not None:
             self._admin.close()
             self._admin = None
+
+
+def _meta(facts: ClusterFacts, resumed: Offsets | None = None) -> dict[str, Any]:
+    """The offsets JSON's note of which log its offsets refer to."""
+    meta: dict[str, Any] = {}
+    if facts.cluster_id is not None:
+        meta["cluster_id"] = facts.cluster_id
+    if facts.topic_ids:
+        meta["topic_ids"] = dict(sorted(facts.topic_ids.items()))
+    if resumed:
+        meta["resumed"] = to_json(resumed)
+    return meta
+
+
+def _changed(
+    begin: Offsets,
+    meta: Mapping[str, Any],
+    facts: ClusterFacts,
+    earliest: Offsets,
+    latest: Offsets,
+) -> dict[TP, str]:
+    """The partitions whose checkpoint offsets no longer refer to the broker's log, each with
+    why: another cluster id, another topic id, or an offset beyond the log end."""
+    old_cluster = meta.get("cluster_id")
+    old_ids = meta.get("topic_ids") or {}
+    out = {}
+    for tp, offset in sorted(begin.items()):
+        if tp not in latest:
+            continue  # gone: reported on its own
+        topic = tp[0]
+        where = f"{topic}-{tp[1]} (checkpoint offset {offset})"
+        now = f"the broker's offsets are {earliest[tp]} to {latest[tp]}"
+        new_id = facts.topic_ids.get(topic)
+        if old_cluster and facts.cluster_id and old_cluster != facts.cluster_id:
+            out[tp] = (
+                f"{where}: the checkpoint was read from cluster {old_cluster} but the broker "
+                f"is cluster {facts.cluster_id} (restarted without its data?); {now}"
+            )
+        elif old_ids.get(topic) and new_id and old_ids[topic] != new_id:
+            out[tp] = (
+                f"{where}: topic {topic} had id {old_ids[topic]} and now has {new_id} "
+                f"(deleted and created again); {now}"
+            )
+        elif offset > latest[tp]:
+            out[tp] = f"{where}: beyond the log end; {now} (topic deleted and created again?)"
+    return out
