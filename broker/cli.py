@@ -12,6 +12,10 @@ from broker.config import BrokerConfig, ConfigError, load_config
 from broker.logging import configure_logging
 
 
+class ShutdownError(Exception):
+    """The broker could not stop cleanly (its last writes failed)."""
+
+
 async def serve(config: BrokerConfig) -> None:
     from broker.server import KafkaServer
 
@@ -23,7 +27,15 @@ async def serve(config: BrokerConfig) -> None:
     server = KafkaServer(config)
     await server.start()
     await stop.wait()
-    await server.stop()
+    try:
+        await server.stop()
+    except OSError as exc:
+        # e.g. a full disk: the final snapshot or records not yet written cannot be written
+        raise ShutdownError(
+            f"stopping: cannot write to the data dir {config.data_dir}: "
+            f"{exc.strerror or exc}; everything acknowledged was on disk already, "
+            "anything not acknowledged may be lost"
+        ) from exc
 
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
@@ -51,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DataDirError, StorageError) as exc:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 2
+    except ShutdownError as exc:
+        print(f"kgroupd: error: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 1

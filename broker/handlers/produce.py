@@ -134,7 +134,19 @@ def append_partition(
         stamp_log_append_time(batch, now)
         header.max_timestamp = now
         append_time = now
-    base = log.append(bytes(batch), header, now)
+    try:
+        base = log.append(bytes(batch), header, now)
+    except OSError as exc:
+        # The segment file took nothing of it (a full disk, an I/O error): nothing is kept,
+        # the offsets do not move, and the next produce tries again, as a partition whose
+        # log dir Kafka marked offline answers KAFKA_STORAGE_ERROR.
+        ctx.log.error("produce_write_failed", topic=topic.name, partition=index, error=str(exc))
+        return _part(
+            index,
+            ErrorCode.KAFKA_STORAGE_ERROR,
+            log_start=log.log_start_offset,
+            message=f"the batch could not be written to disk: {exc.strerror or exc}",
+        )
     if idempotent:
         producers.record(
             header.producer_id,

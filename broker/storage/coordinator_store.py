@@ -29,6 +29,7 @@ the shared logs; the next rotation's snapshots cover them and they are deleted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -452,12 +453,18 @@ class CoordinatorStore:
     def _appended(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._write)
+            asyncio.get_running_loop().call_soon(self._write_soon)
 
     def write_pending(self) -> None:
         """Write what was emitted (before an answer goes out, so whatever a client is told
         is at least in the page cache, whatever the fsync policy)."""
         if self.buf:
+            self._write()
+
+    def _write_soon(self) -> None:
+        """The write scheduled after a turn's records: a failure was logged by ``_write`` and
+        the records stay buffered; whoever waits for them (an answer, an fsync) finds out."""
+        with contextlib.suppress(OSError):
             self._write()
 
     def _write(self) -> None:
@@ -469,7 +476,12 @@ class CoordinatorStore:
         except OSError as exc:
             # Leave no half entry for later appends to follow (that would read as damage in
             # the middle); the records stay buffered for the next write.
-            log.error("coordinator_log_write_failed", file=str(self._log_path(self.seq)))
+            log.error(
+                "coordinator_log_write_failed",
+                file=str(self._log_path(self.seq)),
+                error=str(exc),
+                pending_bytes=len(self.buf),
+            )
             os.ftruncate(self.fd, self.size)
             raise exc
         self.size += len(self.buf)
