@@ -53,6 +53,9 @@ class BrokerConfig:
     default_partitions: int = 1
     max_partitions: int = 100_000
     max_connections_per_ip: int | None = None  # Kafka: max.connections.per.ip (unbounded)
+    max_connections: int | None = None  # Kafka: max.connections (unbounded)
+    # Kafka: queued.max.request.bytes (unbounded there); None: unbounded (-1 on the command line)
+    queued_max_request_bytes: int | None = 256 * 1024 * 1024
     connections_max_idle_ms: int = 600_000  # Kafka: connections.max.idle.ms
     incomplete_request_timeout_ms: int = 30_000  # kgroupd's own
     create_topics: tuple[TopicSpec, ...] = field(default_factory=tuple)
@@ -166,6 +169,13 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def _bytes_or_unbounded(text: str) -> int | None:
+    """A byte count of at least 1, or -1 for no limit (as Kafka writes it)."""
+    if text.strip() == "-1":
+        return None
+    return _at_least_one(text)
+
+
 def _topic_spec(text: str) -> TopicSpec:
     name, sep, count = text.rpartition(":")
     if not sep or not name:
@@ -269,6 +279,21 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         _at_least_one,
         "connections one client address may hold; new ones over it are closed at once "
         "(Kafka: max.connections.per.ip; default: unbounded)",
+    ),
+    (
+        "--max-connections",
+        "max_connections",
+        _at_least_one,
+        "connections the broker holds at most; at the limit it stops accepting until one "
+        "closes (Kafka: max.connections; default: unbounded)",
+    ),
+    (
+        "--queued-max-request-bytes",
+        "queued_max_request_bytes",
+        _bytes_or_unbounded,
+        "request bytes read but not yet handled, across all connections; when they would "
+        "pass it, connections stop reading until memory frees (Kafka: "
+        "queued.max.request.bytes; -1: unbounded)",
     ),
     (
         "--connections-max-idle-ms",

@@ -26,6 +26,7 @@ import structlog
 from broker.handlers import HANDLERS
 from broker.handlers.api_versions import api_versions_body
 from broker.handlers.registry import Held, RequestContext
+from broker.request_pool import RequestMemoryPool
 from protocol.errors import ErrorCode
 from protocol.fast import Chunks
 from protocol.framing import (
@@ -50,6 +51,9 @@ class ConnectionHost(Protocol):
 
     @property
     def connections(self) -> set[KafkaConnection]: ...
+
+    @property
+    def pool(self) -> RequestMemoryPool: ...
 
 
 log = structlog.get_logger("kgroupd.connection")
@@ -94,6 +98,12 @@ class KafkaConnection(asyncio.Protocol):
         # when bytes last came in, and since when a frame has been incomplete (None: none is).
         self.last_read = time.monotonic()
         self.partial_since: float | None = None
+        # --queued-max-request-bytes: the bytes of the frames queued here, what this
+        # connection holds of the shared pool, and whether it waits for the pool.
+        self.pool = server.pool
+        self.queued_bytes = 0
+        self.pool_claim = 0
+        self.pool_paused = False
 
     # asyncio callbacks -------------------------------------------------------------------
 
@@ -117,6 +127,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.server.connections.discard(self)
+        self.pool.release(self)
         if self.waiting is not None and not self.waiting.done():
             self.waiting.cancel()
         self.log.info("connection_closed", error=str(exc) if exc else None)
@@ -125,7 +136,11 @@ class KafkaConnection(asyncio.Protocol):
         if self.closing:
             return
         now = self.last_read = time.monotonic()
-        self.queue.extend(self.decoder.feed(data))
+        frames = self.decoder.feed(data)
+        if frames:
+            for frame in frames:
+                self.queued_bytes += len(frame)
+            self.queue.extend(frames)
         if self.decoder.buffered:
             if self.partial_since is None:
                 self.partial_since = now
@@ -137,6 +152,7 @@ class KafkaConnection(asyncio.Protocol):
             # Reading goes on while a request waits, so a client that hangs up during a
             # long poll or a parked JoinGroup is noticed at once; only a client that piles
             # up requests behind the waiting one is paused.
+            self._account()
             self._flow()
 
     def _flow(self) -> None:
@@ -145,6 +161,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         stop = (
             self.write_paused
+            or self.pool_paused
             or len(self.queue) > MAX_QUEUED_FRAMES
             or len(self.held) > MAX_QUEUED_FRAMES
         )
@@ -171,6 +188,7 @@ class KafkaConnection(asyncio.Protocol):
         held = self.held
         while queue and self.waiting is None and not self.closing:
             frame = queue.popleft()
+            self.queued_bytes -= len(frame)
             try:
                 result = self._dispatch(frame)
             except _Close as exc:
@@ -201,8 +219,35 @@ class KafkaConnection(asyncio.Protocol):
             fut.add_done_callback(functools.partial(self._finished, spec=spec, corr=corr))
         if out:
             self._write_out(out)
+        self._account()
         self._flow()
         self._close_if_done()
+
+    def _account(self) -> None:
+        """Claim the pool memory this connection's frames take; stop reading if refused."""
+        if self.pool.limit is None or self.closing:
+            return
+        want = self.queued_bytes + self.decoder.pending
+        if want == self.pool_claim:
+            return
+        if self.pool.claim(self, want):
+            self.pool_paused = False
+        elif not self.pool_paused:
+            self.pool_paused = True
+            self.pool.wait(self)
+            self.log.info("request_pool_full", want=want, used=self.pool.used)
+
+    def pool_retry(self) -> bool:
+        """The pool freed memory: claim again, and read on if admitted."""
+        if self.closing:
+            return True  # nothing to admit; its claim goes with connection_lost
+        if not self.pool.claim(self, self.queued_bytes + self.decoder.pending):
+            return False
+        self.pool_paused = False
+        if self.partial_since is not None:
+            self.partial_since = time.monotonic()  # the wait was ours, not the client's
+        self._flow()
+        return True
 
     def _hold(self, until: asyncio.Future[None] | None, framed: list[bytes]) -> None:
         held = self.held
@@ -369,7 +414,11 @@ class KafkaConnection(asyncio.Protocol):
         in flight, or a frame of it stayed incomplete for ``incomplete_s``."""
         if self.closing:
             return
-        if self.partial_since is not None and now - self.partial_since > incomplete_s:
+        if (
+            self.partial_since is not None
+            and now - self.partial_since > incomplete_s
+            and not self.pool_paused  # waiting for the pool is not the client's doing
+        ):
             self._close("a request frame stayed incomplete too long")
         elif (
             now - self.last_read > idle_s

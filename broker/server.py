@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import structlog
 
+from broker.acceptor import BACKLOG, Acceptor
 from broker.config import BrokerConfig, new_cluster_id
 from broker.connection import KafkaConnection
 from broker.coordinator import GroupCoordinator, LoopTimers
@@ -16,6 +17,7 @@ from broker.listeners import Listener, advertised_address
 from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
+from broker.request_pool import RequestMemoryPool
 from broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
 from broker.transactions import open_transactions
 
@@ -33,8 +35,10 @@ class KafkaServer:
         self.config = config
         self._broker: Broker | None = None
         self.connections: set[KafkaConnection] = set()
-        self._server: asyncio.base_events.Server | None = None
-        self._servers: list[asyncio.base_events.Server] = []
+        self._server: asyncio.base_events.Server | Acceptor | None = None
+        self._servers: list[asyncio.base_events.Server | Acceptor] = []
+        # --queued-max-request-bytes, shared by every connection
+        self.pool = RequestMemoryPool(config.queued_max_request_bytes)
         self.bound: list[tuple[Listener, int, tuple[str, int]]] = []
         self._housekeeping: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -59,13 +63,7 @@ class KafkaServer:
             )
         try:
             for listener in self.config.listener_list():
-                server = await loop.create_server(
-                    self._factory(listener),
-                    listener.host or None,
-                    listener.port,
-                    reuse_address=True,
-                    backlog=1024,
-                )
+                server = await self._listen(listener)
                 port = server.sockets[0].getsockname()[1]
                 self._servers.append(server)
                 self.bound.append((listener, port, advertised_address(listener, port)))
@@ -88,6 +86,20 @@ class KafkaServer:
                 node_id=self.broker.node_id,
                 cluster_id=self.broker.cluster_id,
             )
+
+    async def _listen(self, listener: Listener) -> asyncio.base_events.Server | Acceptor:
+        limit = self.config.max_connections
+        if limit is not None:
+            return await Acceptor.bind(
+                listener.host, listener.port, self._factory(listener), self.connections, limit
+            )
+        return await asyncio.get_running_loop().create_server(
+            self._factory(listener),
+            listener.host or None,
+            listener.port,
+            reuse_address=True,
+            backlog=BACKLOG,
+        )
 
     def _factory(self, listener: Listener) -> Callable[[], KafkaConnection]:
         return lambda: KafkaConnection(self, self._advertised_for(listener))

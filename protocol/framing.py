@@ -48,6 +48,12 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buf)
 
+    @property
+    def pending(self) -> int:
+        """The bytes the frame being read will take (its announced size), or the bytes of a
+        size prefix not yet whole."""
+        return self._need if self._need >= 0 else len(self._buf)
+
     def feed(self, data: bytes) -> list[bytes]:
         """Complete frames so far. After a bad size prefix, ``error`` is set and the frames
         that came before it are still returned; nothing after it is."""

@@ -1,8 +1,10 @@
 """One client may not hold the broker's resources forever: a connection that sends nothing for
 ``--connections-max-idle-ms`` (Kafka's connections.max.idle.ms) is closed, so is one whose
 request frame stays incomplete for ``--incomplete-request-timeout-ms`` (a client trickling
-bytes), and ``--max-connections-per-ip`` (Kafka's max.connections.per.ip) closes new
-connections over it at once. Everyone else is served throughout."""
+bytes), ``--max-connections-per-ip`` (Kafka's max.connections.per.ip) closes new
+connections over it at once, ``--max-connections`` (Kafka's max.connections) stops
+accepting at the limit, and ``--queued-max-request-bytes`` bounds what partial and queued
+frames may take. Everyone else is served throughout."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ import contextlib
 import struct
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import pytest
 import pytest_asyncio
 
 from broker.server import KafkaServer
 from broker.testing import running_server
+from tests.support.broker_process import broker_process
 from tests.support.kafka_wire import WireClient, encode_request
 
 API_VERSIONS = 18
@@ -110,3 +115,73 @@ async def test_connections_over_the_per_ip_limit_are_closed(server: KafkaServer)
         await asyncio.sleep(0.02)
     async with await WireClient.connect(server.port) as again:
         assert await answered(again)
+
+
+async def test_max_connections_stops_accepting_until_a_slot_frees() -> None:
+    """At --max-connections the broker accepts no more (the connection waits in the kernel's
+    backlog, unanswered) until one closes; then it is served."""
+    async with running_server(log_level="warning", max_connections=3) as srv:
+        clients = [await WireClient.connect(srv.port) for _ in range(3)]
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            try:
+                writer.write(encode_request(API_VERSIONS, 3, 9, {}))
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(reader.readexactly(4), 0.5)
+                assert all([await answered(c) for c in clients])  # the others are served
+                await clients.pop().close()
+                (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))
+                assert size > 0  # accepted once a slot freed, and answered
+            finally:
+                await shut(writer)
+        finally:
+            for c in clients:
+                await c.close()
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize("pool_mib", [48, -1])
+async def test_partial_frames_cannot_pass_the_request_pool(tmp_path: Path, pool_mib: int) -> None:
+    """Ten connections each send 90% of a 20 MiB frame. With --queued-max-request-bytes
+    48 MiB the broker admits two frames (it claims a frame's whole size when its prefix
+    arrives) and stops reading the others: its RSS grows by less than the pool. Unbounded
+    (-1, Kafka's default), it reads all 180 MiB. A bystander is served throughout."""
+    frame_bytes = 20 * MIB
+    args = ("--max-request-bytes", str(frame_bytes), "--queued-max-request-bytes")
+    args += (str(pool_mib * MIB) if pool_mib > 0 else "-1",)
+    async with broker_process(tmp_path / "data", args=args) as proc:
+        await proc.start()
+        assert proc.proc is not None
+        pid = proc.proc.pid
+        async with await WireClient.connect(proc.port) as bystander:
+            assert await answered(bystander)
+            before = rss_bytes(pid)
+            writers = []
+            try:
+                chunk = struct.pack(">i", frame_bytes) + bytes(frame_bytes * 9 // 10)
+                for _ in range(10):
+                    _r, w = await asyncio.open_connection("127.0.0.1", proc.port)
+                    w.write(chunk)
+                    writers.append(w)
+                await asyncio.sleep(1.5)  # the broker reads what it will
+                grown = rss_bytes(pid) - before
+                assert await answered(bystander)
+            finally:
+                for w in writers:
+                    w.transport.abort()
+        if pool_mib > 0:
+            assert grown < pool_mib * MIB, grown / MIB
+        else:
+            assert grown > 150 * MIB, grown / MIB  # the test would see a missing bound
+        async with await WireClient.connect(proc.port) as later:
+            assert await answered(later)  # the pool freed with the connections
