@@ -8,8 +8,9 @@ flipped, cut or appended are answered the same way, or their connection closed.
 
 Driven in process: one ``KafkaConnection`` per example fed the frame directly (no sockets), so
 thousands of requests take seconds. Requests a broker legitimately holds (a JoinGroup waiting
-for its group, a long-polling Fetch) are not waited for. A longer run:
-``KGROUPD_FUZZ_EXAMPLES=500 pytest tests/integration/test_fuzz_requests.py``.
+for its group, a long-polling Fetch) are not waited for. More examples:
+``KGROUPD_FUZZ_EXAMPLES=500 pytest tests/integration/test_fuzz_requests.py``; a longer run over
+real sockets against a broker subprocess: ``python bench/fuzz.py --seconds 600``.
 """
 
 from __future__ import annotations
@@ -24,74 +25,23 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from broker.config import TopicSpec
 from broker.connection import KafkaConnection
-from broker.handlers import HANDLERS
 from broker.server import KafkaServer
 from broker.testing import running_server
-from protocol.codec import ArrayOf, F
-from protocol.errors import ErrorCode
 from protocol.messages import lookup
-from tests.support.kafka_wire import decode_response, encode_request
+from tests.support.fuzz import (
+    MUTATIONS,
+    cases,
+    check_answers,
+    default_frame,
+    mutate,
+    struct_strategy,
+)
+from tests.support.kafka_wire import encode_request
 
 EXAMPLES = int(os.environ.get("KGROUPD_FUZZ_EXAMPLES", "12"))
-UNKNOWN_SERVER_ERROR = int(ErrorCode.UNKNOWN_SERVER_ERROR)
-_SIZE = struct.Struct(">i")
-
-# Values that make a request wait (legitimately) are kept small, so examples stay quick.
-SHORT = st.integers(-1, 20)
-BOUNDED_FIELDS = {
-    "max_wait_ms": SHORT,
-    "timeout_ms": SHORT,
-    "rebalance_timeout_ms": SHORT,
-    "session_timeout_ms": st.integers(-1, 10_000),
-    "transaction_timeout_ms": st.integers(-1, 100_000),
-}
-NAMES = st.sampled_from(["", "t", "fuzz", "__consumer_offsets", "a" * 250, "bad name!", "é"])
-PRIMITIVES: dict[str, st.SearchStrategy[Any]] = {
-    "int8": st.integers(-(2**7), 2**7 - 1),
-    "int16": st.integers(-(2**15), 2**15 - 1),
-    "uint16": st.integers(0, 2**16 - 1),
-    "int32": st.one_of(st.integers(-3, 3), st.sampled_from([-(2**31), 2**31 - 1, 10_001])),
-    "int64": st.one_of(st.integers(-3, 3), st.sampled_from([-(2**63), 2**63 - 1])),
-    "float64": st.floats(allow_nan=False, allow_infinity=False),
-    "bool": st.booleans(),
-    "uuid": st.uuids(),
-    "string": st.one_of(NAMES, st.text(max_size=12)),
-    "bytes": st.binary(max_size=40),
-    "records": st.one_of(st.just(b""), st.binary(max_size=80)),
-}
-
-
-def field_strategy(f: F, version: int) -> st.SearchStrategy[Any]:
-    t = f.type
-    if f.name in BOUNDED_FIELDS:
-        inner = BOUNDED_FIELDS[f.name]
-    elif isinstance(t, list):
-        struct_ = struct_strategy(t, version)
-        inner = struct_ if f.struct else st.lists(struct_, max_size=3)
-    elif isinstance(t, ArrayOf):
-        inner = st.lists(PRIMITIVES[t.item.name], max_size=3)
-    else:
-        inner = PRIMITIVES[t.name]
-    return st.one_of(st.none(), inner) if version in f.nr else inner
-
-
-def struct_strategy(fields: list[F], version: int) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(
-        {f.name: field_strategy(f, version) for f in fields if version in f.vr}
-    )
-
-
-def cases() -> list[tuple[int, int]]:
-    return [
-        (e.api_key, v)
-        for e in sorted(HANDLERS.values(), key=lambda e: e.api_key)
-        for v in range(e.min_version, e.max_version + 1)
-        if lookup(e.api_key, v) is not None
-    ]
 
 
 class Transport:
@@ -131,20 +81,6 @@ class Transport:
 
     def get_write_buffer_size(self) -> int:
         return 0
-
-
-def internal_errors(value: Any, path: str = "") -> list[str]:
-    """Every place in a decoded answer that carries UNKNOWN_SERVER_ERROR."""
-    found = []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k.endswith("error_code") and v == UNKNOWN_SERVER_ERROR:
-                found.append(f"{path}.{k}")
-            found += internal_errors(v, f"{path}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found += internal_errors(v, f"{path}[{i}]")
-    return found
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -201,19 +137,6 @@ async def test_generated_requests_get_no_internal_error(
         check_answers(api_key, version, out, body)
 
 
-def check_answers(api_key: int, version: int, out: bytes, what: object) -> None:
-    pos = 0
-    while pos + 4 <= len(out):
-        (size,) = _SIZE.unpack_from(out, pos)
-        payload = out[pos + 4 : pos + 4 + size]
-        pos += 4 + size
-        if api_key == 18 and payload[4:6] == b"\x00\x23":  # ApiVersions' v0 fallback
-            continue
-        _corr, answer = decode_response(api_key, version, payload)
-        bad = internal_errors(answer)
-        assert not bad, f"api {api_key} v{version}: {bad} for {what!r}: {answer!r}"
-
-
 @pytest.mark.parametrize(("api_key", "version"), cases())
 @pytest.mark.asyncio(loop_scope="module")
 async def test_mutated_frames_are_answered_or_closed(
@@ -221,10 +144,7 @@ async def test_mutated_frames_are_answered_or_closed(
 ) -> None:
     """A valid frame (every field at its default) with bytes of its body flipped, cut or
     appended: answered without an internal error, or the connection closed."""
-    spec = lookup(api_key, version)
-    assert spec is not None
-    base = encode_request(api_key, version, 7, {})
-    header = len(encode_request(api_key, version, 7, {})) - len(spec.encode_request({}))
+    base, header = default_frame(api_key, version)
     mutations: list[bytes] = []
 
     @settings(
@@ -233,21 +153,9 @@ async def test_mutated_frames_are_answered_or_closed(
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(
-        st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
-        st.integers(0, 64),
-        st.binary(max_size=8),
-    )
-    def collect(flips: list[tuple[int, int]], cut: int, tail: bytes) -> None:
-        body = bytearray(base[header:])
-        for at, value in flips:
-            if body:
-                body[at % len(body)] = value
-        if cut and body:
-            del body[len(body) - min(cut, len(body)) :]
-        body += tail
-        frame = base[4:header] + bytes(body)
-        mutations.append(_SIZE.pack(len(frame)) + frame)
+    @given(MUTATIONS)
+    def collect(how: tuple[list[tuple[int, int]], int, bytes]) -> None:
+        mutations.append(mutate(base, header, *how))
 
     collect()
     for frame in mutations:
