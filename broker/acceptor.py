@@ -21,7 +21,7 @@ class Acceptor:
     def __init__(
         self,
         sock: socket.socket,
-        factory: Callable[[], asyncio.Protocol],
+        factory: Callable[[], asyncio.BaseProtocol],
         connections: Sized,
         limit: int,
     ) -> None:
@@ -36,7 +36,7 @@ class Acceptor:
         cls,
         host: str | None,
         port: int,
-        factory: Callable[[], asyncio.Protocol],
+        factory: Callable[[], asyncio.BaseProtocol],
         connections: Sized,
         limit: int,
     ) -> Acceptor:

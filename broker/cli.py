@@ -55,12 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_format, config.log_level)
+    from broker.security.credentials import SecuritySetupError
     from broker.storage.datadir import DataDirError
     from broker.storage.entries import StorageError
 
     try:
         run(serve(config))
-    except (DataDirError, StorageError) as exc:
+    except (DataDirError, StorageError, SecuritySetupError) as exc:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 2
     except ShutdownError as exc:

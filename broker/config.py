@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from broker.listeners import Listener, ListenerError, build_listeners
 from broker.log.topics import TopicError, validate_topic_name
+from broker.security import options as security_options
 
 
 def new_cluster_id() -> str:
@@ -44,6 +45,14 @@ class BrokerConfig:
     listeners: str | None = None
     advertised_listeners: str | None = None
     listener_security_protocol_map: str | None = None
+    # TLS and SASL (broker.security.options)
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_cafile: str | None = None
+    ssl_client_auth: str = "none"  # Kafka: ssl.client.auth
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    sasl_users: str | None = None
+    connections_max_reauth_ms: int = 0  # Kafka: connections.max.reauth.ms (0: off)
     node_id: int = 0
     cluster_id: str | None = None
     data_dir: str | None = None
@@ -230,7 +239,7 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "listener_security_protocol_map",
         str,
         "NAME:PROTOCOL[,...] (Kafka: listener.security.protocol.map; default maps PLAINTEXT, "
-        "SSL, SASL_PLAINTEXT and SASL_SSL to themselves; only PLAINTEXT is served so far)",
+        "SSL, SASL_PLAINTEXT and SASL_SSL to themselves)",
     ),
     ("--node-id", "node_id", _positive_int, "this broker's node id"),
     (
@@ -458,6 +467,7 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "the finalized transaction.version advertised: 2 (KIP-890: partitions added by "
         "Produce and TxnOffsetCommit, an epoch bump per transaction) or 1",
     ),
+    *security_options.OPTIONS,
 ]
 
 
@@ -577,7 +587,9 @@ def validate(config: BrokerConfig) -> None:
         raise ConfigError("--recover needs --data-dir")
     if config.message_max_bytes > config.max_request_bytes:
         raise ConfigError("--message-max-bytes is above --max-request-bytes")
-    config.listener_list()  # raises ConfigError with Kafka's reasons
+    problem = security_options.check(config, config.listener_list())  # Kafka's reasons
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def _validate_consumer_groups(config: BrokerConfig) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable
@@ -27,6 +28,9 @@ from broker.handlers import HANDLERS
 from broker.handlers.api_versions import api_versions_body
 from broker.handlers.registry import Held, RequestContext
 from broker.request_pool import RequestMemoryPool
+from broker.security.options import SASL_PROTOCOLS
+from broker.security.sasl import SaslSession
+from broker.security.tls import ANONYMOUS, principal
 from protocol.errors import ErrorCode
 from protocol.fast import Chunks
 from protocol.framing import (
@@ -68,7 +72,12 @@ class _Close(Exception):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, server: ConnectionHost, advertised: tuple[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        server: ConnectionHost,
+        advertised: tuple[str, int] | None = None,
+        protocol: str = "PLAINTEXT",
+    ) -> None:
         self.server = server
         self.broker = server.broker
         # The address of the listener this connection came in on, as clients are told it
@@ -104,6 +113,18 @@ class KafkaConnection(asyncio.Protocol):
         self.queued_bytes = 0
         self.pool_claim = 0
         self.pool_paused = False
+        # Who the client is: its SASL user once authenticated on a SASL listener, its
+        # certificate's subject on an SSL listener, else User:ANONYMOUS.
+        self.principal = ANONYMOUS
+        self.sasl: SaslSession | None = None
+        if protocol in SASL_PROTOCOLS:
+            config = server.broker.config
+            self.sasl = SaslSession(
+                server.broker.credentials,
+                tuple(config.sasl_enabled_mechanisms.split(",")),
+                config.connections_max_reauth_ms,
+            )
+        self.protocol = protocol
 
     # asyncio callbacks -------------------------------------------------------------------
 
@@ -114,6 +135,8 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.host = peer[0] if peer else "?"
         self.log = self.log.bind(peer=self.peer)
+        if self.protocol == "SSL":
+            self.principal = principal(transport.get_extra_info("peercert"))
         limit = self.broker.config.max_connections_per_ip
         if limit is not None and sum(c.host == self.host for c in self.server.connections) >= limit:
             # Kafka closes a connection over max.connections.per.ip as soon as it is accepted
@@ -203,6 +226,11 @@ class KafkaConnection(asyncio.Protocol):
                     self._hold(None, [result])
                 else:
                     out.append(result)
+                if self.sasl is not None and self.sasl.failed:
+                    # Kafka answers a failed exchange, then closes the connection
+                    self._write_out(out)
+                    self._close("SASL authentication failed", error=False)
+                    return
                 continue
             if isinstance(result, Chunks):  # header plus buffers, written as they are
                 if held:
@@ -344,10 +372,17 @@ class KafkaConnection(asyncio.Protocol):
     def _dispatch(
         self, frame: bytes
     ) -> bytes | Chunks | _HeldAnswer | tuple[Awaitable[Any], MessageSpec, int] | None:
+        sasl = self.sasl
+        if sasl is not None and sasl.raw_tokens:
+            return self._raw_token(sasl, frame)
         try:
             api_key, version, corr = peek_api(frame)
         except FrameError as exc:
             raise _Close(f"bad request header: {exc}") from None
+        if sasl is not None:
+            refusal = sasl.refusal(api_key)
+            if refusal is not None:
+                raise _Close(refusal)
         entry = HANDLERS.get(api_key)
         if entry is None:
             raise _Close(f"unknown api key {api_key} (version {version})")
@@ -386,9 +421,12 @@ class KafkaConnection(asyncio.Protocol):
             self.host,
             self.log,
             self.advertised,
+            sasl,
         )
         try:
             reply = entry.fn(ctx, request)
+            if sasl is not None and api_key == 36:
+                self._authenticated(sasl)
             if reply is None:
                 return None
             if isinstance(reply, bytes):
@@ -408,6 +446,25 @@ class KafkaConnection(asyncio.Protocol):
             self.log.exception("handler_failed", api_key=api_key, api_version=version)
             body = spec.encode_error(ErrorCode.UNKNOWN_SERVER_ERROR)
         return encode_response(corr, body, spec.response_header_v1)
+
+    def _raw_token(self, sasl: SaslSession, frame: bytes) -> bytes:
+        """After SaslHandshake v0 the tokens come as bare size-prefixed frames and go back
+        the same way; a failed exchange just closes the connection, as Kafka does."""
+        answer = sasl.authenticate(frame)
+        if answer.error is not ErrorCode.NONE:
+            self.log.warning(
+                "sasl_authentication_failed", mechanism=sasl.mechanism, reason=answer.message
+            )
+            sasl.failed = False  # nothing to answer: close without a reply
+            raise _Close("SASL authentication failed")
+        self._authenticated(sasl)
+        return struct.pack(">i", len(answer.token)) + answer.token
+
+    def _authenticated(self, sasl: SaslSession) -> None:
+        if sasl.principal is not None and sasl.principal != self.principal:
+            self.principal = sasl.principal
+            self.log = self.log.bind(principal=sasl.principal)
+            self.log.info("sasl_authenticated", mechanism=sasl.mechanism)
 
     def sweep(self, now: float, idle_s: float, incomplete_s: float) -> None:
         """Close this connection if it sent nothing for ``idle_s`` while nothing of it was

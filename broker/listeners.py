@@ -10,7 +10,7 @@ rules (KafkaConfig / CoreUtils.listenerListToEndPoints):
   a listener not advertised is advertised as it listens (the hostname for an empty host).
 
 Without ``--listeners`` the shorthand ``--host/--port/--advertised-host/--advertised-port``
-makes one listener named PLAINTEXT. Only the PLAINTEXT protocol is served so far.
+makes one listener named PLAINTEXT. Every protocol of the map is served (``broker.security``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class ListenerError(ValueError):
 
 
 DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
-SERVED_PROTOCOLS = ("PLAINTEXT",)
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True, slots=True)

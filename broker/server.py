@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 from collections.abc import Callable
 
@@ -18,6 +19,9 @@ from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
 from broker.request_pool import RequestMemoryPool
+from broker.security.credentials import SecuritySetupError, open_store
+from broker.security.options import TLS_PROTOCOLS
+from broker.security.tls import TlsProtocol, server_context
 from broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
 from broker.transactions import open_transactions
 
@@ -43,6 +47,7 @@ class KafkaServer:
         self._housekeeping: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self.port = config.port
+        self._tls: ssl.SSLContext | None = None
 
     @property
     def broker(self) -> Broker:
@@ -53,6 +58,9 @@ class KafkaServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.timers = LoopTimers(loop)
+        listeners = self.config.listener_list()
+        if any(listener.protocol in TLS_PROTOCOLS for listener in listeners):
+            self._tls = tls_context(self.config)
         self._broker = broker = open_broker(self.config, loop, self.timers)
         if broker.durability is not None:
             log.info(
@@ -62,7 +70,7 @@ class KafkaServer:
                 topics=len(broker.topics.topics),
             )
         try:
-            for listener in self.config.listener_list():
+            for listener in listeners:
                 server = await self._listen(listener)
                 port = server.sockets[0].getsockname()[1]
                 self._servers.append(server)
@@ -101,8 +109,14 @@ class KafkaServer:
             backlog=BACKLOG,
         )
 
-    def _factory(self, listener: Listener) -> Callable[[], KafkaConnection]:
-        return lambda: KafkaConnection(self, self._advertised_for(listener))
+    def _factory(self, listener: Listener) -> Callable[[], asyncio.BaseProtocol]:
+        def connection() -> KafkaConnection:
+            return KafkaConnection(self, self._advertised_for(listener), listener.protocol)
+
+        context = self._tls
+        if listener.protocol in TLS_PROTOCOLS and context is not None:
+            return lambda: TlsProtocol(connection(), context)
+        return connection
 
     def _advertised_for(self, listener: Listener) -> tuple[str, int] | None:
         for bound, _port, advertised in self.bound:
@@ -162,6 +176,20 @@ class KafkaServer:
         log.info("stopped")
 
 
+def tls_context(config: BrokerConfig) -> ssl.SSLContext:
+    """The SSL and SASL_SSL listeners' context; a file that cannot be used stops start-up
+    with one line naming it."""
+    assert config.ssl_certfile is not None  # config.validate insists
+    try:
+        return server_context(
+            config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
+        )
+    except (OSError, ssl.SSLError) as exc:
+        names = [config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile]
+        files = ", ".join(n for n in names if n)
+        raise SecuritySetupError(f"cannot use the TLS files {files}: {exc}") from None
+
+
 def open_broker(
     config: BrokerConfig, loop: asyncio.AbstractEventLoop, timers: LoopTimers
 ) -> Broker:
@@ -176,7 +204,8 @@ def open_broker(
         topics.listeners.append(coordinator.on_topics_changed)
         transactions = open_transactions(config, timers, topics, producers, coordinator)
         cluster_id = config.cluster_id or new_cluster_id()
-        return Broker(config, cluster_id, topics, producers, coordinator, transactions)
+        credentials = open_store(None, config.sasl_users)
+        return Broker(config, cluster_id, topics, producers, coordinator, transactions, credentials)
     from broker.storage.durability import Durability
 
     durability = Durability(config, loop)
@@ -188,4 +217,7 @@ def open_broker(
     topics.listeners.append(coordinator.on_topics_changed)
     transactions = open_transactions(config, timers, topics, producers, coordinator, durability)
     durability.attach(coordinator, records, transactions)
-    return Broker(config, cluster_id, topics, producers, coordinator, transactions, durability)
+    credentials = open_store(config.data_dir, config.sasl_users)
+    return Broker(
+        config, cluster_id, topics, producers, coordinator, transactions, credentials, durability
+    )

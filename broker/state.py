@@ -12,6 +12,7 @@ from broker.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.txn import TransactionCoordinator
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
+from broker.security.credentials import CredentialStore
 
 if TYPE_CHECKING:
     from broker.storage.durability import Durability
@@ -28,6 +29,7 @@ class Broker:
         producers: ProducerStateManager,
         coordinator: GroupCoordinator,
         transactions: TransactionCoordinator,
+        credentials: CredentialStore,
         durability: Durability | None = None,
     ) -> None:
         self.config = config
@@ -37,6 +39,7 @@ class Broker:
         self.producers = producers
         self.coordinator = coordinator
         self.transactions = transactions
+        self.credentials = credentials  # SASL users (broker.security.credentials)
         self.advertised_host = config.advertised_host or config.host
         self.advertised_port = config.advertised_port or config.port
         # Under --data-dir: broker.storage.durability.Durability.

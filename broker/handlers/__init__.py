@@ -11,6 +11,7 @@ from broker.handlers import (  # noqa: F401
     metadata,
     offsets_list,
     produce,
+    security,
     transactions,
 )
 from broker.handlers.registry import HANDLERS, RequestContext, handler, supported_versions

@@ -15,6 +15,7 @@ import structlog
 from protocol.messages import lookup, served_range
 
 if TYPE_CHECKING:
+    from broker.security.sasl import SaslSession
     from broker.state import Broker
 
 Fields = dict[str, Any]
@@ -53,6 +54,8 @@ class RequestContext:
     log: structlog.stdlib.BoundLogger
     # (host, port) clients of this connection's listener are told to use
     advertised: tuple[str, int] = ("", -1)
+    # the connection's SASL state on a SASL listener (SaslHandshake, SaslAuthenticate)
+    sasl: SaslSession | None = None
 
 
 @dataclass(frozen=True, slots=True)

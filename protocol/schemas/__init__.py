@@ -25,6 +25,7 @@ from . import (
     metadata,
     offsets,
     produce,
+    security,
     txn,
 )
 
@@ -46,6 +47,7 @@ SERVED: dict[int, tuple[int, int]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 6),  # DescribeGroups
     16: (0, 5),  # ListGroups
+    17: (0, 1),  # SaslHandshake
     18: (0, 4),  # ApiVersions
     19: (0, 7),  # CreateTopics
     20: (0, 6),  # DeleteTopics
@@ -55,9 +57,12 @@ SERVED: dict[int, tuple[int, int]] = {
     26: (0, 5),  # EndTxn
     28: (0, 5),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     66: (0, 2),  # ListTransactions
@@ -76,6 +81,7 @@ DEFINITIONS: dict[int, tuple[Message, Message]] = {
     **groups.DEFINITIONS,
     **offsets.DEFINITIONS,
     **consumer.DEFINITIONS,
+    **security.DEFINITIONS,
     **txn.DEFINITIONS,  # WriteTxnMarkers (27) defined, not served: broker-to-broker
 }
 

@@ -63,7 +63,9 @@ def test_named_listeners_with_advertised_addresses_and_a_map() -> None:
             ["--listeners", "PLAINTEXT://:9092", "--advertised-listeners", "PLAINTEXT://0.0.0.0:1"],
             "non-routable",
         ),
-        (["--listeners", "SSL://:9093"], "SSL is not served yet"),
+        (["--listeners", "SSL://:9093"], "needs --ssl-certfile"),
+        (["--listeners", "SASL_PLAINTEXT://:9093"], "a SASL listener needs users"),
+        (["--ssl-client-auth", "required"], "needs --ssl-cafile"),
         (["--listeners", "localhost:9092"], "is not NAME://HOST:PORT"),
         (["--listeners", "PLAINTEXT://h:99999"], "between 0 and 65535"),
         (["--listeners", "PLAINTEXT://:9092", "--port", "9093"], "give one form or the other"),
@@ -82,3 +84,10 @@ def test_kafkas_refusals(argv: list[str], message: str) -> None:
 def test_an_empty_data_dir_variable_means_in_memory() -> None:
     assert load_config([], {"KGROUPD_DATA_DIR": ""}).data_dir is None
     assert load_config([], {"KGROUPD_DATA_DIR": "/var/lib/kgroupd"}).data_dir == "/var/lib/kgroupd"
+
+
+def test_an_unknown_sasl_mechanism_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        load_config(["--sasl-enabled-mechanisms", "PLAIN,GSSAPI"])
+    assert exc.value.code == 2
+    assert "the mechanisms kgroupd offers are PLAIN" in capsys.readouterr().err

@@ -15,7 +15,9 @@ with warnings.catch_warnings():
     from kafka.protocol import consumer as kp_consumer
     from kafka.protocol import metadata as kp_metadata
     from kafka.protocol import producer as kp_producer
+    from kafka.protocol import sasl as kp_sasl
     from kafka.protocol.admin import transactions as kp_transactions
+    from kafka.protocol.admin import users as kp_users
     from kafka.protocol.producer import transaction as kp_txn
 
 INT32_MIN = -(2**31)
@@ -55,6 +57,13 @@ KP_CLASSES: dict[int, tuple[Any, Any]] = {
         kp_transactions.DescribeTransactionsResponse,
     ),
     66: (kp_transactions.ListTransactionsRequest, kp_transactions.ListTransactionsResponse),
+    17: (kp_sasl.SaslHandshakeRequest, kp_sasl.SaslHandshakeResponse),
+    36: (kp_sasl.SaslAuthenticateRequest, kp_sasl.SaslAuthenticateResponse),
+    50: (
+        kp_users.DescribeUserScramCredentialsRequest,
+        kp_users.DescribeUserScramCredentialsResponse,
+    ),
+    51: (kp_users.AlterUserScramCredentialsRequest, kp_users.AlterUserScramCredentialsResponse),
 }
 
 

@@ -1,0 +1,279 @@
+"""What TLS and SASL cost: produce MB/s and Heartbeat/s over SASL_SSL against PLAINTEXT, on
+one kgroupd with both listeners.
+
+    python bench/bench_security.py [--rounds 5] [--requests 1500] [--heartbeats 20000]
+
+One kgroupd subprocess listens on PLAINTEXT and on SASL_SSL (a certificate made with
+``cryptography`` into ``.cache/bench-certs``; users from a ``--sasl-users`` file). Each
+client connection on SASL_SSL does the TLS handshake (TLS 1.3, what Python's ``ssl`` and the
+broker negotiate) and SASL/SCRAM-SHA-512 (``scramp``) before the clock starts; then:
+
+- produce: ``--connections`` connections each send ``--requests`` pre-encoded ProduceRequest v7
+  (acks=1) of one 16 KiB batch (15 records of 1 KiB) to their own partition of a fresh topic,
+  ``--window`` in flight; every round checks the last offsets. MB/s counts batch bytes.
+- heartbeats: ten connections, each the only member of its own group (JoinGroup and SyncGroup
+  v3 first), pipeline ``--heartbeats`` Heartbeat v3 requests, ``--window`` in flight.
+
+Rounds alternate which listener goes first; figures are medians; the ratio is SASL_SSL /
+PLAINTEXT (the goal: TLS costs under 30% of PLAINTEXT's produce throughput).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ssl
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import _harness as h
+import scramp
+from bench_throughput import Pipeline, build_batch, produce_frames
+
+from tests.support.certs import Certs, make_certs
+
+USER, PASSWORD = "bench", "bench-secret"
+MECHANISM = "SCRAM-SHA-512"
+LISTENERS = ("PLAINTEXT", "SASL_SSL")
+
+
+@dataclass
+class Endpoint:
+    name: str
+    port: int
+    context: ssl.SSLContext | None
+
+
+class Conn:
+    """A request/response connection for the set-up (SASL, JoinGroup, SyncGroup), whose
+    transport is then handed to a ``Pipeline`` for the timed part."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.corr = 1000
+
+    @classmethod
+    async def open(cls, ep: Endpoint) -> Conn:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1",
+            ep.port,
+            ssl=ep.context,
+            server_hostname="localhost" if ep.context else None,
+        )
+        conn = cls(reader, writer)
+        if ep.name == "SASL_SSL":
+            await conn.scram()
+        return conn
+
+    async def call(self, api_key: int, version: int, body: dict[str, object]) -> dict:
+        self.corr += 1
+        self.writer.write(h.request_frame(api_key, version, self.corr, body))
+        size = int.from_bytes(await self.reader.readexactly(4), "big")
+        return h.decode_response(api_key, version, await self.reader.readexactly(size))
+
+    async def scram(self) -> None:
+        if (await self.call(17, 1, {"mechanism": MECHANISM}))["error_code"] != 0:
+            raise RuntimeError("SaslHandshake refused")
+        client = scramp.ScramClient([MECHANISM], USER, PASSWORD)
+        first = await self.call(36, 2, {"auth_bytes": client.get_client_first().encode()})
+        client.set_server_first(first["auth_bytes"].decode())
+        final = await self.call(36, 2, {"auth_bytes": client.get_client_final().encode()})
+        if final["error_code"] != 0:
+            raise RuntimeError(f"SCRAM failed: {final}")
+        client.set_server_final(final["auth_bytes"].decode())
+
+    def pipeline(self, frames: list[bytes], count: int, window: int) -> Pipeline:
+        pipe = Pipeline(frames, count, window)
+        transport = self.writer.transport
+        transport.set_protocol(pipe)
+        pipe.connection_made(transport)
+        return pipe
+
+
+async def timed(broker: h.BrokerProcess, pipes: list[Pipeline]) -> tuple[float, float]:
+    """(seconds until every pipeline is answered, broker CPU share)."""
+    b0 = h.cpu_seconds(broker.pid)
+    t0 = time.perf_counter()
+    for p in pipes:
+        p.go()
+    await asyncio.wait_for(asyncio.gather(*(p.done for p in pipes)), 120)
+    elapsed = time.perf_counter() - t0
+    for p in pipes:
+        assert p.transport is not None
+        p.transport.close()
+    return elapsed, (h.cpu_seconds(broker.pid) - b0) / elapsed
+
+
+async def produce_round(
+    broker: h.BrokerProcess, ep: Endpoint, rnd: int, args: argparse.Namespace
+) -> tuple[float, float]:
+    batch, rpb = build_batch(16 * 1024)
+    topic = f"sec-{ep.name.lower()}-{rnd}"
+    h.create_topic(broker.port, topic, args.connections)
+    h.wait_topic_ready(broker.port, topic, args.connections)
+    conns = [await Conn.open(ep) for _ in range(args.connections)]
+    pipes = [
+        c.pipeline(produce_frames(topic, i, batch, args.window * 2), args.requests, args.window)
+        for i, c in enumerate(conns)
+    ]
+    elapsed, cpu = await timed(broker, pipes)
+    for p in pipes:
+        resp = h.decode_response(0, 7, p.kept["last"])
+        part = resp["responses"][0]["partition_responses"][0]
+        if part["error_code"] != 0 or part["base_offset"] != (args.requests - 1) * rpb:
+            raise RuntimeError(f"{ep.name}: last produce answered {part}")
+    h.delete_topic(broker.port, topic)
+    return args.connections * args.requests * len(batch) / elapsed / h.MB, cpu
+
+
+async def heartbeat_round(
+    broker: h.BrokerProcess, ep: Endpoint, rnd: int, args: argparse.Namespace
+) -> tuple[float, float]:
+    pipes = []
+    conns = []  # kept: a StreamWriter that is collected closes its transport
+    for i in range(10):
+        conn = await Conn.open(ep)
+        conns.append(conn)
+        group = f"hb-{ep.name.lower()}-{rnd}-{i}"
+        join = await conn.call(
+            11,
+            3,
+            {
+                "group_id": group,
+                "session_timeout_ms": 30000,
+                "rebalance_timeout_ms": 30000,
+                "member_id": "",
+                "protocol_type": "bench",
+                "protocols": [{"name": "range", "metadata": b""}],
+            },
+        )
+        if join["error_code"] != 0:
+            raise RuntimeError(f"JoinGroup: {join}")
+        member, generation = join["member_id"], join["generation_id"]
+        sync = await conn.call(
+            14,
+            3,
+            {
+                "group_id": group,
+                "generation_id": generation,
+                "member_id": member,
+                "group_instance_id": None,
+                "assignments": [{"member_id": member, "assignment": b""}],
+            },
+        )
+        if sync["error_code"] != 0:
+            raise RuntimeError(f"SyncGroup: {sync}")
+        body = {
+            "group_id": group,
+            "generation_id": generation,
+            "member_id": member,
+            "group_instance_id": None,
+        }
+        frames = [h.request_frame(12, 3, corr, body) for corr in range(args.window * 2)]
+        pipes.append(conn.pipeline(frames, args.heartbeats, args.window))
+    elapsed, cpu = await timed(broker, pipes)
+    del conns
+    for p in pipes:
+        if h.decode_response(12, 3, p.kept["last"])["error_code"] != 0:
+            raise RuntimeError(f"{ep.name}: a heartbeat failed")
+    return 10 * args.heartbeats / elapsed, cpu
+
+
+def certificates() -> Certs:
+    return make_certs(h.CACHE.parent / "bench-certs")
+
+
+def broker_command(certs: Certs, users: Path, sasl_port: int):  # type: ignore[no-untyped-def]
+    def command(port: int) -> list[str]:
+        base = h.kgroupd_command(port)
+        base = base[: base.index("--host")] + base[base.index("--port") + 2 :]
+        return [
+            *base,
+            "--listeners",
+            f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}",
+            "--ssl-certfile",
+            str(certs.server_cert),
+            "--ssl-keyfile",
+            str(certs.server_key),
+            "--sasl-users",
+            str(users),
+            "--initial-rebalance-delay-ms",
+            "0",
+        ]
+
+    return command
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    certs = certificates()
+    users = h.CACHE.parent / "bench-certs" / "users.txt"
+    users.write_text(f"{USER}:{PASSWORD}\n")
+    sasl_port = h.free_port()
+    broker = h.BrokerProcess("kgroupd", command=broker_command(certs, users, sasl_port)).start()
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    endpoints = [
+        Endpoint("PLAINTEXT", broker.port, None),
+        Endpoint("SASL_SSL", sasl_port, context),
+    ]
+    started = h.stamp()
+    load0 = h.machine()
+    produce: dict[str, list[tuple[float, float]]] = {e.name: [] for e in endpoints}
+    beats: dict[str, list[tuple[float, float]]] = {e.name: [] for e in endpoints}
+    try:
+        for rnd in range(args.rounds + 1):  # round 0 warms up
+            order = endpoints if rnd % 2 else endpoints[::-1]
+            for ep in order:
+                p = await produce_round(broker, ep, rnd, args)
+                b = await heartbeat_round(broker, ep, rnd, args)
+                print(
+                    f"round {rnd} {ep.name}: {p[0]:.0f} MB/s, {b[0]:.0f} heartbeats/s",
+                    file=sys.stderr,
+                )
+                if rnd:
+                    produce[ep.name].append(p)
+                    beats[ep.name].append(b)
+    finally:
+        broker.stop()
+        broker.cleanup_log()
+
+    def med(values: list[tuple[float, float]], i: int) -> float:
+        return h.median([v[i] for v in values])
+
+    print(f"\n{started}, {load0}; `{h.command_line()}`, kgroupd {h.kgroupd_revision()}\n")
+    print("| figure | PLAINTEXT | SASL_SSL (SCRAM-SHA-512) | SASL_SSL / PLAINTEXT |")
+    print("|---|---|---|---|")
+    for label, table, fmt in (
+        ("produce MB/s, 16 KiB batches", produce, "{:,.0f}"),
+        ("Heartbeat/s, 10 connections pipelined", beats, "{:,.0f}"),
+    ):
+        plain, secure = med(table["PLAINTEXT"], 0), med(table["SASL_SSL"], 0)
+        print(
+            f"| {label} | {fmt.format(plain)} (broker CPU {med(table['PLAINTEXT'], 1):.0%}) "
+            f"| {fmt.format(secure)} (broker CPU {med(table['SASL_SSL'], 1):.0%}) "
+            f"| **{secure / plain:.2f}x** |"
+        )
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=1500, help="produce requests per connection")
+    ap.add_argument("--heartbeats", type=int, default=20000, help="heartbeats per connection")
+    ap.add_argument("--kgroupd-rev", metavar="REV", help="run kgroupd from this git revision")
+    args = ap.parse_args()
+    if args.kgroupd_rev:
+        h.use_kgroupd_rev(args.kgroupd_rev)
+    return h.uvloop_run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

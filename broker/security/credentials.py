@@ -1,0 +1,186 @@
+"""SCRAM credentials, kept as Kafka keeps them: per user and mechanism a salt, the stored and
+server keys and the iteration count (never the password). PLAIN logins are checked against
+them too (the password salted and iterated again, its stored key compared).
+
+Users come from ``--sasl-users FILE`` (``USER:PASSWORD`` per line, ``#`` comments; applied at
+every start, winning over stored credentials) and from AlterUserScramCredentials, which
+persists them under ``--data-dir`` (``scram-credentials.json``, written atomically).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import scramp
+
+DEFAULT_ITERATIONS = 4096  # Kafka's ScramCredentialUtils default and minimum
+MAX_ITERATIONS = 16384  # Kafka's ScramMechanism maximum
+# Kafka's ScramMechanism ids (AlterUserScramCredentials, DescribeUserScramCredentials)
+MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+FILE_NAME = "scram-credentials.json"
+
+
+class SecuritySetupError(ValueError):
+    """A users file, certificate or key that cannot be used; the message says which and why
+    (start-up stops with it, in one line)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def auth_info(self) -> tuple[bytes, bytes, bytes, int]:
+        """What scramp's server asks for a user."""
+        return self.salt, self.stored_key, self.server_key, self.iterations
+
+
+def _keys(mechanism: str, salted_password: bytes) -> tuple[bytes, bytes]:
+    """RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
+    HMAC(SaltedPassword, "Server Key")."""
+    name = _HASHES[mechanism]
+    client_key = hmac.digest(salted_password, b"Client Key", name)
+    return hashlib.new(name, client_key).digest(), hmac.digest(salted_password, b"Server Key", name)
+
+
+def from_salted_password(
+    mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+) -> ScramCredential:
+    stored, server = _keys(mechanism, salted_password)
+    return ScramCredential(salt, stored, server, iterations)
+
+
+class CredentialStore:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path  # None: in memory only
+        self.users: dict[str, dict[str, ScramCredential]] = {}
+        # users as --sasl-users gave them (applied at every start, so never written here)
+        self.from_file: set[str] = set()
+
+    # --- changes --------------------------------------------------------------------------
+    def set_password(self, user: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:
+        """Credentials for every SCRAM mechanism (as ``kafka-configs --add-config
+        'SCRAM-SHA-256=[password=...],SCRAM-SHA-512=[password=...]'`` makes)."""
+        creds = {}
+        for mechanism in MECHANISM_IDS:
+            salt, stored, server, i = scramp.ScramMechanism(mechanism).make_auth_info(
+                password, iteration_count=iterations
+            )
+            creds[mechanism] = ScramCredential(salt, stored, server, i)
+        self.users[user] = creds
+
+    def upsert(self, user: str, mechanism: str, credential: ScramCredential) -> None:
+        self.users.setdefault(user, {})[mechanism] = credential
+        self.from_file.discard(user)
+
+    def delete(self, user: str, mechanism: str) -> bool:
+        creds = self.users.get(user)
+        if creds is None or mechanism not in creds:
+            return False
+        self.from_file.discard(user)
+        del creds[mechanism]
+        if not creds:
+            del self.users[user]
+        return True
+
+    # --- checks ---------------------------------------------------------------------------
+    def scram(self, mechanism: str, user: str) -> ScramCredential | None:
+        return self.users.get(user, {}).get(mechanism)
+
+    def check_plain(self, user: str, password: str) -> bool:
+        """The password against the user's SCRAM credential (the strongest there is)."""
+        creds = self.users.get(user, {})
+        for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+            cred = creds.get(mechanism)
+            if cred is not None:
+                salted = hashlib.pbkdf2_hmac(
+                    _HASHES[mechanism], password.encode(), cred.salt, cred.iterations
+                )
+                return hmac.compare_digest(_keys(mechanism, salted)[0], cred.stored_key)
+        return False
+
+    # --- persistence ----------------------------------------------------------------------
+    def load(self) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        raw = json.loads(self.path.read_text())
+        for user, creds in raw.items():
+            for mechanism, c in creds.items():
+                self.users.setdefault(user, {})[mechanism] = ScramCredential(
+                    base64.b64decode(c["salt"]),
+                    base64.b64decode(c["stored_key"]),
+                    base64.b64decode(c["server_key"]),
+                    int(c["iterations"]),
+                )
+
+    def save(self) -> None:
+        """Write every credential atomically (temp file, fsync, rename)."""
+        if self.path is None:
+            return
+        table = {
+            user: {
+                mechanism: {
+                    "salt": base64.b64encode(c.salt).decode(),
+                    "stored_key": base64.b64encode(c.stored_key).decode(),
+                    "server_key": base64.b64encode(c.server_key).decode(),
+                    "iterations": c.iterations,
+                }
+                for mechanism, c in sorted(creds.items())
+            }
+            for user, creds in sorted(self.users.items())
+            if user not in self.from_file
+        }
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(table, indent=1).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+
+def read_users_file(path: str) -> list[tuple[str, str]]:
+    """``USER:PASSWORD`` per line (the first colon splits), ``#`` comments, blank lines."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SecuritySetupError(f"--sasl-users {path}: {exc.strerror or exc}") from None
+    users: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        user, sep, password = stripped.partition(":")
+        if not sep or not user or not password:
+            raise SecuritySetupError(f"--sasl-users {path}, line {number}: not USER:PASSWORD")
+        if user in seen:
+            raise SecuritySetupError(f"--sasl-users {path}, line {number}: {user!r} again")
+        seen.add(user)
+        users.append((user, password))
+    return users
+
+
+def open_store(data_dir: str | None, users_file: str | None) -> CredentialStore:
+    """The credentials stored under ``data_dir``, then the users file's over them."""
+    store = CredentialStore(Path(data_dir) / FILE_NAME if data_dir else None)
+    try:
+        store.load()
+    except (OSError, ValueError, KeyError) as exc:
+        raise SecuritySetupError(f"{store.path}: unreadable SCRAM credentials: {exc}") from None
+    if users_file is not None:
+        for user, password in read_users_file(users_file):
+            store.set_password(user, password)
+            store.from_file.add(user)
+    return store

@@ -1,0 +1,118 @@
+"""The security flags (Kafka's config names in the help) and their checks."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from broker.listeners import Listener
+from broker.security.sasl import MECHANISMS
+from broker.security.tls import CLIENT_AUTH
+
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _mechanisms(text: str) -> str:
+    names = [m.strip().upper() for m in text.split(",") if m.strip()]
+    unknown = [m for m in names if m not in MECHANISMS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the mechanisms kgroupd offers are {', '.join(MECHANISMS)}"
+        )
+    return ",".join(names)
+
+
+def _client_auth(text: str) -> str:
+    value = text.strip().lower()
+    if value not in CLIENT_AUTH:
+        raise argparse.ArgumentTypeError(f"{text!r} is not required, requested or none")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+# (flag, BrokerConfig field, type, help): appended to the broker's flags
+OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
+    (
+        "--ssl-certfile",
+        "ssl_certfile",
+        str,
+        "PEM certificate chain of SSL and SASL_SSL listeners (Kafka: ssl.keystore.location "
+        "with ssl.keystore.type=PEM)",
+    ),
+    ("--ssl-keyfile", "ssl_keyfile", str, "PEM private key of --ssl-certfile"),
+    (
+        "--ssl-cafile",
+        "ssl_cafile",
+        str,
+        "PEM certificates of the CAs that sign client certificates (Kafka: "
+        "ssl.truststore.location)",
+    ),
+    (
+        "--ssl-client-auth",
+        "ssl_client_auth",
+        _client_auth,
+        "required, requested or none: whether TLS clients must present a certificate "
+        "(Kafka: ssl.client.auth)",
+    ),
+    (
+        "--sasl-enabled-mechanisms",
+        "sasl_enabled_mechanisms",
+        _mechanisms,
+        "comma-separated SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, "
+        "SCRAM-SHA-512 (Kafka: sasl.enabled.mechanisms)",
+    ),
+    (
+        "--sasl-users",
+        "sasl_users",
+        str,
+        "file of USER:PASSWORD lines (# comments) applied at every start; they win over "
+        "credentials stored with AlterUserScramCredentials",
+    ),
+    (
+        "--connections-max-reauth-ms",
+        "connections_max_reauth_ms",
+        _non_negative,
+        "SASL sessions last this long; clients re-authenticate on the connection before "
+        "(KIP-368; Kafka: connections.max.reauth.ms; 0: forever)",
+    ),
+]
+
+
+class SecuritySettings(Protocol):
+    @property
+    def ssl_certfile(self) -> str | None: ...
+
+    @property
+    def ssl_cafile(self) -> str | None: ...
+
+    @property
+    def ssl_client_auth(self) -> str: ...
+
+    @property
+    def sasl_users(self) -> str | None: ...
+
+    @property
+    def data_dir(self) -> str | None: ...
+
+
+def check(settings: SecuritySettings, listeners: Sequence[Listener]) -> str | None:
+    """Why these listeners cannot be served with these settings, or None."""
+    protocols = {listener.protocol for listener in listeners}
+    if protocols & set(TLS_PROTOCOLS) and settings.ssl_certfile is None:
+        return "an SSL or SASL_SSL listener needs --ssl-certfile (and --ssl-keyfile)"
+    if settings.ssl_client_auth != "none" and settings.ssl_cafile is None:
+        return f"--ssl-client-auth {settings.ssl_client_auth} needs --ssl-cafile"
+    if protocols & set(SASL_PROTOCOLS) and settings.sasl_users is None and not settings.data_dir:
+        return (
+            "a SASL listener needs users: --sasl-users FILE, or --data-dir with credentials "
+            "stored by AlterUserScramCredentials"
+        )
+    return None
