@@ -1,7 +1,8 @@
-"""What TLS and SASL cost: produce MB/s and Heartbeat/s over SASL_SSL against PLAINTEXT, on
-one kgroupd with both listeners.
+"""What security costs: produce MB/s and Heartbeat/s over SASL_SSL against PLAINTEXT on one
+kgroupd with both listeners (``--only tls``), and Heartbeat/s and OffsetCommit/s with
+``--authorizer acl`` against without (``--only acl``; two brokers).
 
-    python bench/bench_security.py [--rounds 5] [--requests 1500] [--heartbeats 20000]
+    python bench/bench_security.py [--only tls|acl] [--rounds 5] [--requests 1500]
 
 One kgroupd subprocess listens on PLAINTEXT and on SASL_SSL (a certificate made with
 ``cryptography`` into ``.cache/bench-certs``; users from a ``--sasl-users`` file). Each
@@ -14,8 +15,15 @@ broker negotiate) and SASL/SCRAM-SHA-512 (``scramp``) before the clock starts; t
 - heartbeats: ten connections, each the only member of its own group (JoinGroup and SyncGroup
   v3 first), pipeline ``--heartbeats`` Heartbeat v3 requests, ``--window`` in flight.
 
-Rounds alternate which listener goes first; figures are medians; the ratio is SASL_SSL /
-PLAINTEXT (the goal: TLS costs under 30% of PLAINTEXT's produce throughput).
+ACLs: the same heartbeats, and OffsetCommit v2 of 8 partitions (each connection its own
+group), pipelined the same way, against a broker run with ``--authorizer acl
+--allow-everyone-if-no-acl-found true`` (no ACL exists, so every decision is computed once
+and then served from the connection's cache, the path every request takes) and against one
+without an authorizer.
+
+Rounds alternate which goes first; figures are medians; the ratios are SASL_SSL / PLAINTEXT
+(goal: TLS costs under 30% of PLAINTEXT's produce throughput) and with / without ACLs (goal:
+under 5% cost).
 """
 
 from __future__ import annotations
@@ -185,6 +193,46 @@ async def heartbeat_round(
     return 10 * args.heartbeats / elapsed, cpu
 
 
+COMMIT_PARTITIONS = 8
+
+
+async def commit_round(
+    broker: h.BrokerProcess, ep: Endpoint, rnd: int, args: argparse.Namespace
+) -> tuple[float, float]:
+    topic = "acl-bench"
+    if rnd == 0:
+        h.create_topic(broker.port, topic, COMMIT_PARTITIONS)
+        h.wait_topic_ready(broker.port, topic, COMMIT_PARTITIONS)
+    conns = [await Conn.open(ep) for _ in range(10)]
+    pipes = []
+    for i, conn in enumerate(conns):
+        body = {
+            "group_id": f"c-{rnd}-{i}",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "retention_time_ms": -1,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": p, "committed_offset": p, "committed_metadata": ""}
+                        for p in range(COMMIT_PARTITIONS)
+                    ],
+                }
+            ],
+        }
+        frames = [h.request_frame(8, 2, corr, body) for corr in range(args.window * 2)]
+        pipes.append(conn.pipeline(frames, args.commits, args.window))
+    elapsed, cpu = await timed(broker, pipes)
+    del conns
+    for p in pipes:
+        resp = h.decode_response(8, 2, p.kept["last"])
+        codes = {q["error_code"] for t in resp["topics"] for q in t["partitions"]}
+        if codes != {0}:
+            raise RuntimeError(f"{ep.name}: a commit failed: {codes}")
+    return 10 * args.commits / elapsed, cpu
+
+
 def certificates() -> Certs:
     return make_certs(h.CACHE.parent / "bench-certs")
 
@@ -210,7 +258,7 @@ def broker_command(certs: Certs, users: Path, sasl_port: int):  # type: ignore[n
     return command
 
 
-async def main_async(args: argparse.Namespace) -> int:
+async def tls_case(args: argparse.Namespace) -> list[str]:
     certs = certificates()
     users = h.CACHE.parent / "bench-certs" / "users.txt"
     users.write_text(f"{USER}:{PASSWORD}\n")
@@ -221,8 +269,6 @@ async def main_async(args: argparse.Namespace) -> int:
         Endpoint("PLAINTEXT", broker.port, None),
         Endpoint("SASL_SSL", sasl_port, context),
     ]
-    started = h.stamp()
-    load0 = h.machine()
     produce: dict[str, list[tuple[float, float]]] = {e.name: [] for e in endpoints}
     beats: dict[str, list[tuple[float, float]]] = {e.name: [] for e in endpoints}
     try:
@@ -231,33 +277,96 @@ async def main_async(args: argparse.Namespace) -> int:
             for ep in order:
                 p = await produce_round(broker, ep, rnd, args)
                 b = await heartbeat_round(broker, ep, rnd, args)
-                print(
-                    f"round {rnd} {ep.name}: {p[0]:.0f} MB/s, {b[0]:.0f} heartbeats/s",
-                    file=sys.stderr,
-                )
+                note = f"round {rnd} {ep.name}: {p[0]:.0f} MB/s, {b[0]:.0f} heartbeats/s"
+                print(note, file=sys.stderr)
                 if rnd:
                     produce[ep.name].append(p)
                     beats[ep.name].append(b)
     finally:
         broker.stop()
         broker.cleanup_log()
+    lines = [
+        "| figure | PLAINTEXT | SASL_SSL (SCRAM-SHA-512) | SASL_SSL / PLAINTEXT |",
+        "|---|---|---|---|",
+    ]
+    for label, table in (
+        ("produce MB/s, 16 KiB batches", produce),
+        ("Heartbeat/s, 10 connections pipelined", beats),
+    ):
+        lines.append(_row(label, table["PLAINTEXT"], table["SASL_SSL"]))
+    return lines
 
+
+async def acl_case(args: argparse.Namespace) -> list[str]:
+    plain = h.BrokerProcess("kgroupd", extra=["--initial-rebalance-delay-ms", "0"]).start()
+    acl = h.BrokerProcess(
+        "kgroupd",
+        extra=[
+            "--initial-rebalance-delay-ms",
+            "0",
+            "--authorizer",
+            "acl",
+            "--allow-everyone-if-no-acl-found",
+            "true",
+        ],
+    ).start()
+    runs = [
+        (Endpoint("PLAINTEXT", plain.port, None), plain),
+        (Endpoint("ACL", acl.port, None), acl),
+    ]
+    beats: dict[str, list[tuple[float, float]]] = {"PLAINTEXT": [], "ACL": []}
+    commits: dict[str, list[tuple[float, float]]] = {"PLAINTEXT": [], "ACL": []}
+    try:
+        for rnd in range(args.rounds + 1):
+            order = runs if rnd % 2 else runs[::-1]
+            for ep, broker in order:
+                b = await heartbeat_round(broker, ep, rnd, args)
+                c = await commit_round(broker, ep, rnd, args)
+                print(
+                    f"round {rnd} {ep.name}: {b[0]:.0f} hb/s, {c[0]:.0f} commits/s", file=sys.stderr
+                )
+                if rnd:
+                    beats[ep.name].append(b)
+                    commits[ep.name].append(c)
+    finally:
+        for broker in (plain, acl):
+            broker.stop()
+            broker.cleanup_log()
+    return [
+        "| figure | no authorizer | `--authorizer acl` | with / without |",
+        "|---|---|---|---|",
+        _row("Heartbeat/s, 10 connections pipelined", beats["PLAINTEXT"], beats["ACL"]),
+        _row(
+            f"OffsetCommit/s ({COMMIT_PARTITIONS} partitions), 10 connections pipelined",
+            commits["PLAINTEXT"],
+            commits["ACL"],
+        ),
+    ]
+
+
+def _row(label: str, base: list[tuple[float, float]], other: list[tuple[float, float]]) -> str:
     def med(values: list[tuple[float, float]], i: int) -> float:
         return h.median([v[i] for v in values])
 
-    print(f"\n{started}, {load0}; `{h.command_line()}`, kgroupd {h.kgroupd_revision()}\n")
-    print("| figure | PLAINTEXT | SASL_SSL (SCRAM-SHA-512) | SASL_SSL / PLAINTEXT |")
-    print("|---|---|---|---|")
-    for label, table, fmt in (
-        ("produce MB/s, 16 KiB batches", produce, "{:,.0f}"),
-        ("Heartbeat/s, 10 connections pipelined", beats, "{:,.0f}"),
-    ):
-        plain, secure = med(table["PLAINTEXT"], 0), med(table["SASL_SSL"], 0)
-        print(
-            f"| {label} | {fmt.format(plain)} (broker CPU {med(table['PLAINTEXT'], 1):.0%}) "
-            f"| {fmt.format(secure)} (broker CPU {med(table['SASL_SSL'], 1):.0%}) "
-            f"| **{secure / plain:.2f}x** |"
-        )
+    a, b = med(base, 0), med(other, 0)
+    return (
+        f"| {label} | {a:,.0f} (broker CPU {med(base, 1):.0%}) "
+        f"| {b:,.0f} (broker CPU {med(other, 1):.0%}) | **{b / a:.2f}x** |"
+    )
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    started = h.stamp()
+    load0 = h.machine()
+    tables = []
+    if args.only in ("all", "tls"):
+        tables.append(await tls_case(args))
+    if args.only in ("all", "acl"):
+        tables.append(await acl_case(args))
+    print(f"\n{started}, {load0}; `{h.command_line()}`, kgroupd {h.kgroupd_revision()}")
+    for lines in tables:
+        print()
+        print("\n".join(lines))
     return 0
 
 
@@ -268,6 +377,8 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--requests", type=int, default=1500, help="produce requests per connection")
     ap.add_argument("--heartbeats", type=int, default=20000, help="heartbeats per connection")
+    ap.add_argument("--commits", type=int, default=5000, help="commits per connection")
+    ap.add_argument("--only", choices=["all", "tls", "acl"], default="all")
     ap.add_argument("--kgroupd-rev", metavar="REV", help="run kgroupd from this git revision")
     args = ap.parse_args()
     if args.kgroupd_rev:

@@ -53,6 +53,9 @@ class BrokerConfig:
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     sasl_users: str | None = None
     connections_max_reauth_ms: int = 0  # Kafka: connections.max.reauth.ms (0: off)
+    authorizer: str | None = None  # "acl" (Kafka: authorizer.class.name)
+    super_users: str | None = None  # Kafka: super.users
+    allow_everyone_if_no_acl_found: bool = False
     node_id: int = 0
     cluster_id: str | None = None
     data_dir: str | None = None

@@ -28,7 +28,9 @@ from broker.handlers import HANDLERS
 from broker.handlers.api_versions import api_versions_body
 from broker.handlers.registry import Held, RequestContext
 from broker.request_pool import RequestMemoryPool
+from broker.security.acls import Access
 from broker.security.options import SASL_PROTOCOLS
+from broker.security.rules import ACCESS
 from broker.security.sasl import SaslSession
 from broker.security.tls import ANONYMOUS, principal
 from protocol.errors import ErrorCode
@@ -125,6 +127,13 @@ class KafkaConnection(asyncio.Protocol):
                 config.connections_max_reauth_ms,
             )
         self.protocol = protocol
+        self.access: Access | None = None  # --authorizer acl: set once the principal is known
+
+    def _set_principal(self, principal: str) -> None:
+        self.principal = principal
+        authorizer = self.broker.authorizer
+        if authorizer is not None:
+            self.access = Access(authorizer, principal, self.host)
 
     # asyncio callbacks -------------------------------------------------------------------
 
@@ -136,7 +145,11 @@ class KafkaConnection(asyncio.Protocol):
         self.host = peer[0] if peer else "?"
         self.log = self.log.bind(peer=self.peer)
         if self.protocol == "SSL":
-            self.principal = principal(transport.get_extra_info("peercert"))
+            self._set_principal(principal(transport.get_extra_info("peercert")))
+            if self.principal != ANONYMOUS:
+                self.log = self.log.bind(principal=self.principal)
+        elif self.sasl is None:
+            self._set_principal(ANONYMOUS)
         limit = self.broker.config.max_connections_per_ip
         if limit is not None and sum(c.host == self.host for c in self.server.connections) >= limit:
             # Kafka closes a connection over max.connections.per.ip as soon as it is accepted
@@ -412,6 +425,12 @@ class KafkaConnection(asyncio.Protocol):
         if header.client_id != self.client_id:
             self.client_id = header.client_id
             self.log = self.log.bind(client_id=header.client_id)
+        access = self.access
+        if access is not None:
+            refused = _gate(access, api_key, request)
+            if refused is not None:
+                self.log.info("request_refused", api_key=api_key, error=refused.name)
+                return encode_response(corr, spec.encode_error(refused), spec.response_header_v1)
         ctx = RequestContext(
             self.broker,
             api_key,
@@ -422,6 +441,7 @@ class KafkaConnection(asyncio.Protocol):
             self.log,
             self.advertised,
             sasl,
+            access,
         )
         try:
             reply = entry.fn(ctx, request)
@@ -462,7 +482,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _authenticated(self, sasl: SaslSession) -> None:
         if sasl.principal is not None and sasl.principal != self.principal:
-            self.principal = sasl.principal
+            self._set_principal(sasl.principal)
             self.log = self.log.bind(principal=sasl.principal)
             self.log.info("sasl_authenticated", mechanism=sasl.mechanism)
 
@@ -499,6 +519,16 @@ class KafkaConnection(asyncio.Protocol):
         """For shutdown: close now if nothing is in flight, else once it is answered."""
         self.close_when_done = True
         self._close_if_done()
+
+
+def _gate(access: Access, api_key: int, request: Any) -> ErrorCode | None:
+    """The whole-request check of ``rules.ACCESS``; an API missing there is refused."""
+    entry = ACCESS.get(api_key)
+    if entry is None:
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if entry.gate is None:
+        return None
+    return entry.gate(access, request)
 
 
 class _HeldAnswer:

@@ -19,6 +19,7 @@ from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
 from broker.request_pool import RequestMemoryPool
+from broker.security.acls import Authorizer, open_authorizer
 from broker.security.credentials import SecuritySetupError, open_store
 from broker.security.options import TLS_PROTOCOLS
 from broker.security.tls import TlsProtocol, server_context
@@ -205,7 +206,16 @@ def open_broker(
         transactions = open_transactions(config, timers, topics, producers, coordinator)
         cluster_id = config.cluster_id or new_cluster_id()
         credentials = open_store(None, config.sasl_users)
-        return Broker(config, cluster_id, topics, producers, coordinator, transactions, credentials)
+        return Broker(
+            config,
+            cluster_id,
+            topics,
+            producers,
+            coordinator,
+            transactions,
+            credentials,
+            authorizer=authorizer_for(config),
+        )
     from broker.storage.durability import Durability
 
     durability = Durability(config, loop)
@@ -219,5 +229,25 @@ def open_broker(
     durability.attach(coordinator, records, transactions)
     credentials = open_store(config.data_dir, config.sasl_users)
     return Broker(
-        config, cluster_id, topics, producers, coordinator, transactions, credentials, durability
+        config,
+        cluster_id,
+        topics,
+        producers,
+        coordinator,
+        transactions,
+        credentials,
+        durability,
+        authorizer_for(config),
     )
+
+
+def authorizer_for(config: BrokerConfig) -> Authorizer | None:
+    try:
+        return open_authorizer(
+            config.authorizer,
+            config.super_users,
+            config.allow_everyone_if_no_acl_found,
+            config.data_dir,
+        )
+    except (OSError, ValueError, TypeError) as exc:
+        raise SecuritySetupError(f"{config.data_dir}: unreadable ACLs: {exc}") from None

@@ -12,6 +12,7 @@ from broker.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.txn import TransactionCoordinator
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
+from broker.security.acls import Authorizer
 from broker.security.credentials import CredentialStore
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class Broker:
         transactions: TransactionCoordinator,
         credentials: CredentialStore,
         durability: Durability | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -40,6 +42,7 @@ class Broker:
         self.coordinator = coordinator
         self.transactions = transactions
         self.credentials = credentials  # SASL users (broker.security.credentials)
+        self.authorizer = authorizer  # --authorizer acl; None: everything is allowed
         self.advertised_host = config.advertised_host or config.host
         self.advertised_port = config.advertised_port or config.port
         # Under --data-dir: broker.storage.durability.Durability.

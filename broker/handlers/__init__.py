@@ -1,6 +1,7 @@
 """One module per API. Importing this package registers every handler."""
 
 from broker.handlers import (  # noqa: F401
+    acls,
     admin,
     api_versions,
     consumer_groups,

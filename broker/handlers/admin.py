@@ -14,6 +14,15 @@ import uuid
 
 from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.topics import TOPIC_CONFIGS, TopicError
+from broker.security.acls import CLUSTER_NAME
+from broker.security.rules import (
+    CLUSTER_CREATE,
+    CLUSTER_DESCRIBE_CONFIGS,
+    TOPIC_ALTER,
+    TOPIC_CREATE,
+    TOPIC_DELETE,
+    TOPIC_DESCRIBE_CONFIGS,
+)
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode
 
@@ -75,6 +84,8 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
         assignment = item["assignments"]
         configs = {c["name"]: c["value"] for c in item["configs"]}
         try:
+            if ctx.denies(CLUSTER_CREATE, CLUSTER_NAME) and ctx.denies(TOPIC_CREATE, name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if names.count(name) > 1:
                 raise TopicError(
                     ErrorCode.INVALID_REQUEST,
@@ -162,6 +173,13 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> Field
                 "error_message": f"Topic id {topic_id} does not exist",
             }
         name = found.name
+    if ctx.denies(TOPIC_DELETE, name):
+        return {
+            "name": name,
+            "topic_id": topic_id,
+            "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            "error_message": "Authorization failed.",
+        }
     topic = topics.delete(name)
     if topic is None:
         return {
@@ -205,7 +223,9 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
         assignment = None if raw is None else [a["broker_ids"] for a in raw]
         topic = topics.get(name)
         code, message = ErrorCode.NONE, None
-        if topic is None:
+        if ctx.denies(TOPIC_ALTER, name):
+            code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        elif topic is None:
             code, message = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"The topic '{name}' does not exist.",
@@ -289,7 +309,11 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
         wanted = res["configuration_keys"]
         entries: list[Fields] = []
         code, message = ErrorCode.NONE, None
-        if rtype == _TOPIC:
+        if rtype == _TOPIC and ctx.denies(TOPIC_DESCRIBE_CONFIGS, rname):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif rtype == _BROKER and ctx.denies(CLUSTER_DESCRIBE_CONFIGS, CLUSTER_NAME):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        elif rtype == _TOPIC:
             topic = ctx.broker.topics.get(rname)
             if topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -3,6 +3,11 @@ operation Kafka defines on the resource type. Bit n is Kafka's AclOperation code
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.handlers.registry import RequestContext
+
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
 CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
 
@@ -19,3 +24,16 @@ TOPIC_OPERATIONS = bits(
 CLUSTER_OPERATIONS = bits(
     CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE
 )
+
+
+def authorized(ctx: RequestContext, resource_type: int, name: str, operations: int) -> int:
+    """The bitfield of ``operations`` the connection's principal may do on the resource:
+    all of them without an authorizer, else those the ACLs allow."""
+    access = ctx.access
+    if access is None:
+        return operations
+    out = 0
+    for op in range(32):
+        if operations & (1 << op) and access.allowed(resource_type, name, op):
+            out |= 1 << op
+    return out

@@ -13,8 +13,10 @@ from __future__ import annotations
 import uuid
 
 from broker.coordinator import ConsumerGroupDescribe, ConsumerGroupHeartbeat
-from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED
+from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.handlers.registry import Fields, RequestContext, handler
+from broker.security.acls import ResourceType
+from broker.security.rules import GROUP_DESCRIBE
 from protocol.errors import ErrorCode
 from protocol.fast.consumer import (
     decode_consumer_group_heartbeat,
@@ -99,10 +101,18 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields 
 
 @handler(69)
 def handle_consumer_group_describe(ctx: RequestContext, req: Fields) -> Fields:
+    ids = req["group_ids"] or []
+    refused = {g for g in ids if ctx.denies(GROUP_DESCRIBE, g)}
     result = ctx.broker.coordinator.consumer_group_describe(
-        ConsumerGroupDescribe(tuple(req["group_ids"]))
+        ConsumerGroupDescribe(tuple(g for g in ids if g not in refused))
     )
-    ops = GROUP_OPERATIONS if req["include_authorized_operations"] else NOT_REQUESTED
+    wanted = req["include_authorized_operations"]
+
+    def ops(group_id: str) -> int:
+        if not wanted:
+            return NOT_REQUESTED
+        return authorized(ctx, ResourceType.GROUP, group_id, GROUP_OPERATIONS)
+
     topics = ctx.broker.topics
 
     def named(parts: tuple[tuple[uuid.UUID, tuple[int, ...]], ...]) -> Fields:
@@ -144,8 +154,23 @@ def handle_consumer_group_describe(ctx: RequestContext, req: Fields) -> Fields:
                     }
                     for m in g.members
                 ],
-                "authorized_operations": ops if g.error == 0 else NOT_REQUESTED,
+                "authorized_operations": ops(g.group_id) if g.error == 0 else NOT_REQUESTED,
             }
             for g in result.groups
+        ]
+        + [
+            {
+                "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                "error_message": None,
+                "group_id": g,
+                "group_state": "",
+                "group_epoch": -1,
+                "assignment_epoch": -1,
+                "assignor_name": "",
+                "members": [],
+                "authorized_operations": NOT_REQUESTED,
+            }
+            for g in dict.fromkeys(ids)
+            if g in refused
         ]
     }

@@ -22,6 +22,7 @@ from typing import Any
 
 from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.partition import PartitionLog
+from broker.security.rules import TOPIC_READ
 from protocol.errors import ErrorCode
 from protocol.fast import Chunks, FetchPartition, encode_fetch_response
 from protocol.records import parse_header
@@ -66,6 +67,12 @@ class FetchPlan:
                 self.items.append((t["topic_id"], found.name if found else None, parts))
             else:
                 self.items.append((t["topic"], t["topic"], parts))
+        # topics the principal may not READ (--authorizer acl): TOPIC_AUTHORIZATION_FAILED
+        self.denied: set[str] = set()
+        if ctx.access is not None:
+            self.denied = {
+                n for _, n, _ in self.items if n is not None and ctx.denies(TOPIC_READ, n)
+            }
 
     def run(self) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartition]]], int, bool]:
         """Read once: (topic responses, bytes returned, whether any partition errored)."""
@@ -76,12 +83,15 @@ class FetchPlan:
         out = []
         for key, name, parts in self.items:
             entries: list[FetchPartition] = []
+            denied = name in self.denied
             for index, offset, part_max, epoch in parts:
-                log = None if name is None else topics_mgr.partition(name, index)
+                log = None if name is None or denied else topics_mgr.partition(name, index)
                 code = ErrorCode.NONE
                 records: list[bytes] = []
                 aborted: list[tuple[int, int]] | None = None
-                if name is None:
+                if denied:
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif name is None:
                     code = ErrorCode.UNKNOWN_TOPIC_ID
                 elif log is None:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -119,7 +129,7 @@ class FetchPlan:
         found = []
         topics_mgr = self.ctx.broker.topics
         for _key, name, parts in self.items:
-            if name is None:
+            if name is None or name in self.denied:
                 continue
             for index, *_ in parts:
                 log = topics_mgr.partition(name, index)

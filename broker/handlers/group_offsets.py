@@ -27,8 +27,12 @@ from broker.coordinator import (
 from broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
 from broker.handlers.known_partitions import merge_answers, valid_partitions
 from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from broker.security.rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE, TOPIC_READ
 from protocol.errors import ErrorCode
 from protocol.fast import decode_offset_commit, encode_offset_commit_response
+
+TOPIC_AUTH = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+GROUP_AUTH = ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 TOPIC_IDS_FROM = 10
 
@@ -48,13 +52,20 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     ids: list[bytes] | None = None  # v10: the decoder gives each id's 16 bytes
     refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
     named = []
-    if ctx.api_version >= TOPIC_IDS_FROM:  # offsets are kept by name
+    if ctx.access is not None and ctx.denies(GROUP_READ, req["group_id"]):
+        # READ on the group first (KafkaApis): every partition is refused
+        for key, parts in req["topics"]:
+            refused[key] = [(p[0], GROUP_AUTH) for p in parts]
+    elif ctx.api_version >= TOPIC_IDS_FROM:  # offsets are kept by name
         ids = []
         by_id = ctx.broker.topics.ids_by_bytes.get
         for topic_id, parts in req["topics"]:
             topic = by_id(topic_id)
             if topic is None:
                 refused[topic_id] = [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts]
+                continue
+            if ctx.denies(TOPIC_READ, topic.name):
+                refused[topic_id] = [(p[0], TOPIC_AUTH) for p in parts]
                 continue
             good, bad = valid_partitions(topic, parts)
             if bad:
@@ -66,6 +77,9 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
         by_name = ctx.broker.topics.topics.get
         for name, parts in req["topics"]:
             topic = by_name(name)
+            if ctx.denies(TOPIC_READ, name):
+                refused[name] = [(p[0], TOPIC_AUTH) for p in parts]
+                continue
             if topic is None:
                 refused[name] = [(p[0], UNKNOWN_TOPIC_OR_PARTITION) for p in parts]
                 continue
@@ -125,7 +139,9 @@ def handle_offset_fetch(ctx: RequestContext, req: Fields) -> Fields:
             for t in topics
         ]
     else:
-        out_topics = [{"name": name, "partitions": parts} for name, parts in _parts(result)]
+        out_topics = [
+            {"name": name, "partitions": parts} for name, parts in _parts(ctx, result, topics)
+        ]
     return {"topics": out_topics, "error_code": int(result.error)}
 
 
@@ -156,7 +172,7 @@ def _fetch_group(ctx: RequestContext, group: Fields) -> Fields:
         topics = known
     result = _fetch(ctx, group["group_id"], topics)
     out: list[Fields] = []
-    for name, parts in _parts(result):
+    for name, parts in _parts(ctx, result, topics):
         entry: Fields = {"name": name, "partitions": parts}
         if by_id:
             topic_id = names.get(name)
@@ -171,6 +187,8 @@ def _fetch_group(ctx: RequestContext, group: Fields) -> Fields:
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics: list[Fields] | None) -> OffsetFetchResult:
+    if ctx.denies(GROUP_DESCRIBE, group_id):
+        return OffsetFetchResult(GROUP_AUTH)
     cmd = OffsetFetch(
         group_id=group_id,
         topics=None
@@ -180,7 +198,36 @@ def _fetch(ctx: RequestContext, group_id: str, topics: list[Fields] | None) -> O
     return ctx.broker.coordinator.fetch_offsets(cmd)
 
 
-def _parts(result: OffsetFetchResult) -> list[tuple[str, list[Fields]]]:
+def _parts(
+    ctx: RequestContext, result: OffsetFetchResult, asked: list[Fields] | None
+) -> list[tuple[str, list[Fields]]]:
+    """Each topic's partitions; under ``--authorizer acl`` topics the principal may not
+    DESCRIBE are left out of an all-topics answer and refused when asked for by name."""
+    if ctx.access is not None:
+        if result.error == GROUP_AUTH:
+            return []
+        hidden = {name for name, _ in result.topics if ctx.denies(TOPIC_DESCRIBE, name)}
+        if hidden:
+            kept = [(n, parts) for n, parts in _parts_of(result) if n not in hidden]
+            if asked is None:
+                return kept
+            code = int(TOPIC_AUTH)
+            refused = [
+                (
+                    n,
+                    [
+                        {"partition_index": p.partition, "committed_offset": -1, "error_code": code}
+                        for p in parts
+                    ],
+                )
+                for n, parts in result.topics
+                if n in hidden
+            ]
+            return kept + refused
+    return _parts_of(result)
+
+
+def _parts_of(result: OffsetFetchResult) -> list[tuple[str, list[Fields]]]:
     return [
         (
             name,

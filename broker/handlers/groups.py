@@ -26,6 +26,7 @@ from broker.coordinator import (
     SyncGroupResult,
 )
 from broker.handlers.registry import Fields, RequestContext, handler
+from broker.security.rules import GROUP_DESCRIBE, TXN_DESCRIBE
 from protocol.errors import ErrorCode
 from protocol.fast import decode_heartbeat, encode_heartbeat_response
 
@@ -76,7 +77,11 @@ def handle_find_coordinator(ctx: RequestContext, req: Fields) -> Fields:
 def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
     broker = ctx.broker
     code, message = ErrorCode.NONE, None
-    if key_type == 1:
+    if key_type == 0 and ctx.denies(GROUP_DESCRIBE, key):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif key_type == 1 and ctx.denies(TXN_DESCRIBE, key):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif key_type == 1:
         if not key:
             code, message = ErrorCode.INVALID_REQUEST, "the transactional id must not be empty"
     elif key_type != 0:

@@ -10,18 +10,46 @@ from __future__ import annotations
 from typing import Any
 
 from broker.coordinator import DeleteGroups, DescribeGroups, ListGroups
-from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED
+from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from broker.handlers.group_offsets import when_durable
 from broker.handlers.registry import Fields, RequestContext, handler
+from broker.security.acls import CLUSTER_NAME, ResourceType
+from broker.security.rules import CLUSTER_DESCRIBE, GROUP_DELETE, GROUP_DESCRIBE
+from protocol.errors import ErrorCode
+
+
+def _refused_group(group_id: str) -> Fields:
+    return {
+        "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+        "group_id": group_id,
+        "group_state": "",
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
+        "authorized_operations": NOT_REQUESTED,
+    }
 
 
 @handler(15)
 def handle_describe_groups(ctx: RequestContext, req: Fields) -> Fields:
-    cmd = DescribeGroups(tuple(req["groups"]), unknown_group_not_found=ctx.api_version >= 6)
-    result = ctx.broker.coordinator.describe_groups(cmd)
-    ops = GROUP_OPERATIONS if req["include_authorized_operations"] else NOT_REQUESTED
-    return {
-        "groups": [
+    """Groups the principal may not DESCRIBE get GROUP_AUTHORIZATION_FAILED, in place."""
+    names = req["groups"] or []
+    refused = {g for g in names if ctx.denies(GROUP_DESCRIBE, g)}
+    asked = tuple(g for g in names if g not in refused)
+    cmd = DescribeGroups(asked, unknown_group_not_found=ctx.api_version >= 6)
+    result = ctx.broker.coordinator.describe_groups(cmd) if asked else None
+    described = {g.group_id: g for g in result.groups} if result is not None else {}
+    wanted = req["include_authorized_operations"]
+    groups = []
+    for name in names:
+        g = described.get(name)
+        if name in refused or g is None:
+            groups.append(_refused_group(name))
+            continue
+        ops = NOT_REQUESTED
+        if wanted:
+            ops = authorized(ctx, ResourceType.GROUP, name, GROUP_OPERATIONS)
+        groups.append(
             {
                 "error_code": int(g.error),
                 "group_id": g.group_id,
@@ -41,15 +69,16 @@ def handle_describe_groups(ctx: RequestContext, req: Fields) -> Fields:
                 ],
                 "authorized_operations": ops,
             }
-            for g in result.groups
-        ]
-    }
+        )
+    return {"groups": groups}
 
 
 @handler(16)
 def handle_list_groups(ctx: RequestContext, req: Fields) -> Fields:
     cmd = ListGroups(tuple(req["states_filter"]), tuple(req["types_filter"]))
     result = ctx.broker.coordinator.list_groups(cmd)
+    # DESCRIBE on the cluster shows every group; otherwise those the principal may DESCRIBE
+    every = not ctx.denies(CLUSTER_DESCRIBE, CLUSTER_NAME)
     return {
         "error_code": int(result.error),
         "groups": [
@@ -60,15 +89,23 @@ def handle_list_groups(ctx: RequestContext, req: Fields) -> Fields:
                 "group_type": g.group_type,
             }
             for g in result.groups
+            if every or not ctx.denies(GROUP_DESCRIBE, g.group_id)
         ],
     }
 
 
 @handler(42)
 def handle_delete_groups(ctx: RequestContext, req: Fields) -> Fields | Any:
-    result = ctx.broker.coordinator.delete_groups(DeleteGroups(tuple(req["groups_names"])))
-    reply = {
-        "results": [{"group_id": gid, "error_code": int(code)} for gid, code in result.results]
-    }
+    names = req["groups_names"] or []
+    refused = {g for g in names if ctx.denies(GROUP_DELETE, g)}
+    allowed = tuple(g for g in names if g not in refused)
+    done = iter(ctx.broker.coordinator.delete_groups(DeleteGroups(allowed)).results)
+    results = []
+    for name in names:
+        if name in refused:
+            results.append((name, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+        else:
+            results.append(next(done))
+    reply = {"results": [{"group_id": gid, "error_code": int(code)} for gid, code in results]}
     # The tombstones are durable before the answer (--fsync always).
     return when_durable(ctx.broker.state_synced(), reply)

@@ -13,9 +13,16 @@ from __future__ import annotations
 
 import uuid
 
-from broker.handlers.authorized import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
+from broker.handlers.authorized import (
+    CLUSTER_OPERATIONS,
+    NOT_REQUESTED,
+    TOPIC_OPERATIONS,
+    authorized,
+)
 from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.topics import Topic, TopicError, validate_topic_name
+from broker.security.acls import CLUSTER_NAME, ResourceType
+from broker.security.rules import CLUSTER_CREATE, TOPIC_CREATE, TOPIC_DESCRIBE
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode
 
@@ -95,11 +102,18 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
     if ctx.api_version == 0 and requested == []:
         requested = None
     ops = TOPIC_OPERATIONS if req["include_topic_authorized_operations"] else NOT_REQUESTED
+    if ctx.access is not None and ops != NOT_REQUESTED:
+        ops = -1  # per topic, below
     entries: list[Fields] = []
     if requested is None:
-        entries = [topic_entry(ctx, t, ops) for t in topics_mgr.topics.values()]
-        if broker.transactions.used:
-            entries.append(transaction_state_entry(ctx, ops))
+        # all topics: those the principal may not DESCRIBE are left out, as Kafka does
+        entries = [
+            topic_entry(ctx, t, _ops(ctx, t.name, ops))
+            for t in topics_mgr.topics.values()
+            if not ctx.denies(TOPIC_DESCRIBE, t.name)
+        ]
+        if broker.transactions.used and not ctx.denies(TOPIC_DESCRIBE, TRANSACTION_STATE):
+            entries.append(transaction_state_entry(ctx, _ops(ctx, TRANSACTION_STATE, ops)))
     else:
         seen: set[str | uuid.UUID] = set()
         for item in requested:
@@ -111,19 +125,26 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
                 seen.add(topic_id)
                 found = topics_mgr.by_id(topic_id)
                 if found is None and topic_id == transaction_state_id(broker.cluster_id):
-                    entries.append(transaction_state_entry(ctx, ops))
+                    found_name: str | None = TRANSACTION_STATE
+                else:
+                    found_name = found.name if found is not None else None
+                if found_name is not None and ctx.denies(TOPIC_DESCRIBE, found_name):
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    entries.append(error_entry(None, code, topic_id))
+                elif found is None and found_name is not None:
+                    entries.append(transaction_state_entry(ctx, _ops(ctx, found_name, ops)))
                 elif found is None:
                     entries.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                 else:
-                    entries.append(topic_entry(ctx, found, ops))
+                    entries.append(topic_entry(ctx, found, _ops(ctx, found.name, ops)))
                 continue
             if name in seen:
                 continue
             seen.add(name)
             entries.append(_by_name(ctx, name, req["allow_auto_topic_creation"], ops))
-    cluster_ops = (
-        CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else NOT_REQUESTED
-    )
+    cluster_ops = NOT_REQUESTED
+    if req["include_cluster_authorized_operations"]:
+        cluster_ops = authorized(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
     return {
         "brokers": [
             {
@@ -140,12 +161,28 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
     }
 
 
+def _ops(ctx: RequestContext, name: str, ops: int) -> int:
+    """-1: the operations the principal may do on the topic (KIP-430)."""
+    if ops != -1:
+        return ops
+    return authorized(ctx, ResourceType.TOPIC, name, TOPIC_OPERATIONS)
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    return not ctx.denies(CLUSTER_CREATE, CLUSTER_NAME) or not ctx.denies(TOPIC_CREATE, name)
+
+
 def _by_name(ctx: RequestContext, name: str, allow_auto: bool, ops: int) -> Fields:
     broker = ctx.broker
+    if ctx.denies(TOPIC_DESCRIBE, name or ""):
+        return error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    ops = _ops(ctx, name, ops)
     if name == TRANSACTION_STATE:  # internal: never a data topic
         return transaction_state_entry(ctx, ops)
     topic = broker.topics.get(name)
     if topic is None and broker.config.auto_create_topics and allow_auto:
+        if not _may_create(ctx, name):
+            return error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         try:
             validate_topic_name(name)
         except TopicError as exc:

@@ -17,6 +17,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from broker.handlers.fetch import LEADER_EPOCH, check_leader_epoch
 from broker.handlers.registry import Fields, RequestContext, handler
 from broker.log.partition import PartitionLog
+from broker.security.rules import TOPIC_DESCRIBE
 from protocol.errors import ErrorCode
 
 EARLIEST = -2
@@ -91,11 +92,14 @@ def handle_list_offsets(ctx: RequestContext, req: Fields) -> Fields:
     for t in req["topics"]:
         name = t["name"]
         parts = []
+        denied = ctx.denies(TOPIC_DESCRIBE, name)
         for p in t["partitions"]:
             index = p["partition_index"]
-            log = topics_mgr.partition(name, index)
+            log = None if denied else topics_mgr.partition(name, index)
             offset, ts = -1, -1
-            if log is None:
+            if denied:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif log is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 code = check_leader_epoch(p["current_leader_epoch"])

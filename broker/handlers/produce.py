@@ -26,6 +26,7 @@ from broker.coordinator.txn import AddPartitions
 from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from broker.log.partition import now_ms
 from broker.log.topics import Topic
+from broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
 from protocol.errors import ErrorCode
 from protocol.records import (
     CorruptBatch,
@@ -200,12 +201,21 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     by_id = ctx.api_version >= TOPIC_IDS_FROM
     out = []
     appended = False
+    refused_all = txn_id is not None and ctx.denies(TXN_WRITE, txn_id)
     for t in req["topic_data"]:
         topic = topics_mgr.by_id(t["topic_id"]) if by_id else topics_mgr.get(t["name"])
+        refused = refused_all or (
+            ctx.access is not None
+            and (topic is not None or not by_id)
+            and ctx.denies(TOPIC_WRITE, topic.name if topic is not None else t["name"])
+        )
         parts = []
         for p in t["partition_data"]:
             index = p["index"]
-            if ctx.api_version < 3:
+            if refused:
+                code = TXN_AUTH if refused_all else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts.append(_part(index, code))
+            elif ctx.api_version < 3:
                 parts.append(
                     _part(
                         index,

@@ -15,6 +15,8 @@ import structlog
 from protocol.messages import lookup, served_range
 
 if TYPE_CHECKING:
+    from broker.security.acls import Access
+    from broker.security.rules import Rule
     from broker.security.sasl import SaslSession
     from broker.state import Broker
 
@@ -56,6 +58,15 @@ class RequestContext:
     advertised: tuple[str, int] = ("", -1)
     # the connection's SASL state on a SASL listener (SaslHandshake, SaslAuthenticate)
     sasl: SaslSession | None = None
+    # --authorizer acl: the connection's principal and host with its cached decisions
+    access: Access | None = None
+
+    def denies(self, rule: Rule, name: str) -> bool:
+        """Under ``--authorizer acl``: does ``rule`` refuse the resource ``name``?"""
+        access = self.access
+        return access is not None and not access.allowed(
+            rule.resource_type, name or "", rule.operation
+        )
 
 
 @dataclass(frozen=True, slots=True)

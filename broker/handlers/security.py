@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.handlers.registry import Fields, RequestContext, handler
+from broker.security.acls import CLUSTER_NAME
 from broker.security.credentials import (
     MAX_ITERATIONS,
     MECHANISM_IDS,
     MECHANISM_NAMES,
     from_salted_password,
 )
+from broker.security.rules import CLUSTER_ALTER
 from protocol.errors import ErrorCode
 
 MIN_ITERATIONS = 4096
@@ -122,6 +124,9 @@ def handle_alter_user_scram_credentials(ctx: RequestContext, req: Fields) -> Fie
     changes = [(d, False) for d in req["deletions"] or []]
     changes += [(u, True) for u in req["upsertions"] or []]
     errors: dict[str, Refusal] = {}
+    if ctx.denies(CLUSTER_ALTER, CLUSTER_NAME):
+        denied = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
+        errors = {(c["name"] or ""): denied for c, _ in changes}
     twice = Counter((c["name"], c["mechanism"]) for c, _ in changes)
     for change, upsert in changes:
         user = change["name"] or ""

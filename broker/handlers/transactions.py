@@ -28,6 +28,16 @@ from broker.coordinator.txn import (
 from broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
 from broker.handlers.known_partitions import merge_answers, valid_partitions
 from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from broker.security.rules import (
+    GROUP_READ,
+    TOPIC_AUTH,
+    TOPIC_DESCRIBE,
+    TOPIC_READ,
+    TOPIC_WRITE,
+    TXN_AUTH,
+    TXN_DESCRIBE,
+    TXN_WRITE,
+)
 from protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767
@@ -92,7 +102,13 @@ def _add_partitions(
         (t, p) for t, p in wanted if ctx.broker.topics.partition(t, p) is None or t.startswith("__")
     }
     errors: dict[tuple[str, int], ErrorCode] = {}
-    if unknown:
+    if ctx.denies(TXN_WRITE, txn_id or ""):
+        errors = dict.fromkeys(wanted, TXN_AUTH)
+    elif ctx.access is not None and any(ctx.denies(TOPIC_WRITE, t) for t, _ in wanted):
+        for tp in wanted:  # as Kafka: the refused ones, the others not attempted
+            refused = ctx.denies(TOPIC_WRITE, tp[0])
+            errors[tp] = TOPIC_AUTH if refused else ErrorCode.OPERATION_NOT_ATTEMPTED
+    elif unknown:
         for tp in wanted:
             errors[tp] = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -195,6 +211,11 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     transaction or the coordinator sees anything; nothing valid: answered at once."""
     refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
     valid = []
+    whole = None  # the transactional id, then the group (KafkaApis' order)
+    if ctx.denies(TXN_WRITE, req["transactional_id"] or ""):
+        whole = TXN_AUTH
+    elif ctx.denies(GROUP_READ, req["group_id"] or ""):
+        whole = ErrorCode.GROUP_AUTHORIZATION_FAILED
     for t in req["topics"]:
         parts = [
             OffsetCommitPartition(
@@ -206,6 +227,10 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
             for p in t["partitions"]
         ]
         topic = ctx.broker.topics.get(t["name"])
+        if whole is not None or ctx.denies(TOPIC_READ, t["name"]):
+            code = TOPIC_AUTH if whole is None else whole
+            refused[t["name"]] = [(p.partition, code) for p in parts]
+            continue
         if topic is None:
             refused[t["name"]] = [(p.partition, UNKNOWN_TOPIC_OR_PARTITION) for p in parts]
             continue
@@ -265,6 +290,20 @@ def handle_txn_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
 def handle_describe_transactions(ctx: RequestContext, req: Fields) -> Fields:
     states = []
     for txn_id in req["transactional_ids"]:
+        if ctx.denies(TXN_DESCRIBE, txn_id):
+            states.append(
+                {
+                    "error_code": int(TXN_AUTH),
+                    "transactional_id": txn_id,
+                    "transaction_state": "",
+                    "transaction_timeout_ms": 0,
+                    "transaction_start_time_ms": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+            )
+            continue
         d = ctx.broker.transactions.describe(txn_id)
         states.append(
             {
@@ -275,7 +314,11 @@ def handle_describe_transactions(ctx: RequestContext, req: Fields) -> Fields:
                 "transaction_start_time_ms": d.start_ms,
                 "producer_id": d.producer_id,
                 "producer_epoch": d.producer_epoch,
-                "topics": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics],
+                "topics": [
+                    {"topic": t, "partitions": list(ps)}
+                    for t, ps in d.topics
+                    if not ctx.denies(TOPIC_DESCRIBE, t)
+                ],
             }
         )
     return {"transaction_states": states}
@@ -301,6 +344,7 @@ def handle_list_transactions(ctx: RequestContext, req: Fields) -> Fields:
                 "transaction_state": t.state,
             }
             for t in result.transactions
+            if not ctx.denies(TXN_DESCRIBE, t.transactional_id)
         ],
     }
 
@@ -312,15 +356,13 @@ def handle_describe_producers(ctx: RequestContext, req: Fields) -> Fields:
     topics = []
     for t in req["topics"]:
         parts = []
+        denied = ctx.denies(TOPIC_READ, t["name"])
         for index in t["partition_indexes"]:
-            log = ctx.broker.topics.partition(t["name"], index)
+            log = None if denied else ctx.broker.topics.partition(t["name"], index)
             if log is None:
+                code = TOPIC_AUTH if denied else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(
-                    {
-                        "partition_index": index,
-                        "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                        "active_producers": [],
-                    }
+                    {"partition_index": index, "error_code": int(code), "active_producers": []}
                 )
                 continue
             producers = ctx.broker.producers.active(t["name"], index)

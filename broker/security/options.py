@@ -31,6 +31,22 @@ def _client_auth(text: str) -> str:
     return value
 
 
+def _authorizer(text: str) -> str | None:
+    value = text.strip().lower()
+    if value in ("", "none"):
+        return None
+    if value != "acl":
+        raise argparse.ArgumentTypeError(f"{text!r}: kgroupd's authorizer is 'acl' (or none)")
+    return value
+
+
+def _truth(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value == "true"
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -82,6 +98,27 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         _non_negative,
         "SASL sessions last this long; clients re-authenticate on the connection before "
         "(KIP-368; Kafka: connections.max.reauth.ms; 0: forever)",
+    ),
+    (
+        "--authorizer",
+        "authorizer",
+        _authorizer,
+        "acl: check every request against ACLs (CreateAcls/DescribeAcls/DeleteAcls; kept "
+        "under --data-dir); none: allow everything (Kafka: authorizer.class.name)",
+    ),
+    (
+        "--super-users",
+        "super_users",
+        str,
+        "principals that pass every ACL check, ';'-separated, e.g. 'User:admin;User:CN=ops' "
+        "(Kafka: super.users)",
+    ),
+    (
+        "--allow-everyone-if-no-acl-found",
+        "allow_everyone_if_no_acl_found",
+        _truth,
+        "true: a resource without any ACL is open to everyone (Kafka: "
+        "allow.everyone.if.no.acl.found)",
     ),
 ]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from protocol.codec import Message
 
 from . import (
+    acls,
     admin,
     api_versions,
     consumer,
@@ -56,6 +57,9 @@ SERVED: dict[int, tuple[int, int]] = {
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
     28: (0, 5),  # TxnOffsetCommit
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
@@ -82,6 +86,7 @@ DEFINITIONS: dict[int, tuple[Message, Message]] = {
     **offsets.DEFINITIONS,
     **consumer.DEFINITIONS,
     **security.DEFINITIONS,
+    **acls.DEFINITIONS,
     **txn.DEFINITIONS,  # WriteTxnMarkers (27) defined, not served: broker-to-broker
 }
 

@@ -16,6 +16,7 @@ with warnings.catch_warnings():
     from kafka.protocol import metadata as kp_metadata
     from kafka.protocol import producer as kp_producer
     from kafka.protocol import sasl as kp_sasl
+    from kafka.protocol.admin import acl as kp_acl
     from kafka.protocol.admin import transactions as kp_transactions
     from kafka.protocol.admin import users as kp_users
     from kafka.protocol.producer import transaction as kp_txn
@@ -57,6 +58,9 @@ KP_CLASSES: dict[int, tuple[Any, Any]] = {
         kp_transactions.DescribeTransactionsResponse,
     ),
     66: (kp_transactions.ListTransactionsRequest, kp_transactions.ListTransactionsResponse),
+    29: (kp_acl.DescribeAclsRequest, kp_acl.DescribeAclsResponse),
+    30: (kp_acl.CreateAclsRequest, kp_acl.CreateAclsResponse),
+    31: (kp_acl.DeleteAclsRequest, kp_acl.DeleteAclsResponse),
     17: (kp_sasl.SaslHandshakeRequest, kp_sasl.SaslHandshakeResponse),
     36: (kp_sasl.SaslAuthenticateRequest, kp_sasl.SaslAuthenticateResponse),
     50: (
