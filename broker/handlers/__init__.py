@@ -3,7 +3,9 @@
 from broker.handlers import (  # noqa: F401
     admin,
     api_versions,
+    configs,
     consumer_groups,
+    delete_records,
     fetch,
     group_offsets,
     groups,

@@ -263,6 +263,7 @@ def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
         "group.max.size": (str(c.group_max_size or 2147483647), _TYPE_INT),
         "log.retention.ms": ("604800000", _TYPE_LONG),
         "log.retention.bytes": ("-1", _TYPE_LONG),
+        "log.retention.check.interval.ms": (str(c.log_retention_check_interval_ms), _TYPE_LONG),
     }
 
 
