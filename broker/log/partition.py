@@ -180,7 +180,7 @@ class PartitionLog:
             self.batches.pop(0)
             self._bases.pop(0)
             self.size_bytes -= len(head.data)
-            # never back: DeleteRecords may have moved the start inside the new head
+            # never back (DeleteRecords moves the start inside a batch it keeps)
             self.log_start_offset = max(self.log_start_offset, self.batches[0].base_offset)
             dropped += 1
         if dropped:
