@@ -70,6 +70,7 @@ class BrokerConfig:
     queued_max_request_bytes: int | None = 256 * 1024 * 1024
     connections_max_idle_ms: int = 600_000  # Kafka: connections.max.idle.ms
     incomplete_request_timeout_ms: int = 30_000  # kgroupd's own
+    log_retention_check_interval_ms: int = 300_000  # Kafka: log.retention.check.interval.ms
     create_topics: tuple[TopicSpec, ...] = field(default_factory=tuple)
     max_request_bytes: int = 104857600
     message_max_bytes: int = 1048588
@@ -319,6 +320,13 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         _at_least_one,
         "close a connection whose request frame stays incomplete this long (kgroupd's own: a "
         "client trickling bytes holds no buffer forever)",
+    ),
+    (
+        "--log-retention-check-interval-ms",
+        "log_retention_check_interval_ms",
+        _at_least_one,
+        "how often retention deletes what topics' retention.ms and retention.bytes no longer "
+        "keep (Kafka: log.retention.check.interval.ms)",
     ),
     (
         "--max-partitions",

@@ -28,8 +28,6 @@ from broker.transactions import open_transactions
 
 log = structlog.get_logger("kgroupd.server")
 
-RETENTION_CHECK_INTERVAL_S = 300.0  # Kafka: log.retention.check.interval.ms
-
 
 class ListenerBindError(OSError):
     """A listener's address cannot be bound (in use, or not an address of this host)."""
@@ -137,8 +135,10 @@ class KafkaServer:
                 conn.sweep(now, idle_s, incomplete_s)
 
     async def _retention_loop(self) -> None:
+        """Every --log-retention-check-interval-ms, with each topic's configs of the moment."""
+        interval_s = self.config.log_retention_check_interval_ms / 1000
         while True:
-            await asyncio.sleep(RETENTION_CHECK_INTERVAL_S)
+            await asyncio.sleep(interval_s)
             dropped = self.broker.topics.apply_retention(now_ms())
             if dropped:
                 log.info("retention", batches_deleted=dropped)

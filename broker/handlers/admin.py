@@ -261,7 +261,8 @@ _BROKER = 4
 _SOURCE_DYNAMIC_TOPIC = 1
 _SOURCE_STATIC_BROKER = 4
 _SOURCE_DEFAULT = 5
-_TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_BOOLEAN, _TYPE_LIST = 2, 3, 4, 1, 7
+# Kafka's DescribeConfigsResponse.ConfigType (4 is SHORT)
+_TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_BOOLEAN, _TYPE_LIST = 2, 3, 5, 1, 7
 
 
 def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
@@ -283,6 +284,7 @@ def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
         "group.max.size": (str(c.group_max_size or 2147483647), _TYPE_INT),
         "log.retention.ms": ("604800000", _TYPE_LONG),
         "log.retention.bytes": ("-1", _TYPE_LONG),
+        "log.retention.check.interval.ms": (str(c.log_retention_check_interval_ms), _TYPE_LONG),
     }
 
 

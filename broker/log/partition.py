@@ -180,13 +180,31 @@ class PartitionLog:
             self.batches.pop(0)
             self._bases.pop(0)
             self.size_bytes -= len(head.data)
-            self.log_start_offset = self.batches[0].base_offset
+            # never back (DeleteRecords moves the start inside a batch it keeps)
+            self.log_start_offset = max(self.log_start_offset, self.batches[0].base_offset)
             dropped += 1
         if dropped:
             self.txn.trim(self.log_start_offset)
         if dropped and self.store is not None:
             self.store.delete_below(self.log_start_offset)
         return dropped
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (at most the high
+        watermark; the caller checks), dropping the batches wholly below it (the newest
+        always stays, as Kafka keeps the active segment) and recording the new start on disk.
+        Returns the log start offset (the low watermark)."""
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        while len(self.batches) > 1 and self.batches[0].last_offset < offset:
+            head = self.batches.pop(0)
+            self._bases.pop(0)
+            self.size_bytes -= len(head.data)
+        self.log_start_offset = offset
+        self.txn.trim(offset)
+        if self.store is not None:
+            self.store.delete_below(offset)
+        return offset
 
     def wait_for_data(self) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -13,31 +13,34 @@ from protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_NUMBER = re.compile(r"[+-]?[0-9]+")  # Java's Long.parseLong
 
 
 @dataclass(frozen=True)
 class ConfigDef:
     default: str
-    kind: str  # "long", "int" or "enum"
+    kind: str  # "long", "int" or "enum" ("list" for cleanup.policy: APPEND/SUBTRACT apply)
     choices: tuple[str, ...] = ()
+    at_least: int | None = None  # Kafka's ConfigDef.Range.atLeast
 
 
-# The topic configs kgroupd understands, with Kafka's defaults.
+# The topic configs kgroupd understands, with Kafka's defaults and bounds.
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "cleanup.policy": ConfigDef(
-        "delete", "enum", ("delete", "compact", "compact,delete", "delete,compact")
+        "delete", "list", ("delete", "compact", "compact,delete", "delete,compact")
     ),
-    "retention.ms": ConfigDef("604800000", "long"),
+    "retention.ms": ConfigDef("604800000", "long", at_least=-1),
     "retention.bytes": ConfigDef("-1", "long"),
-    "segment.bytes": ConfigDef("1073741824", "int"),
-    "segment.ms": ConfigDef("604800000", "long"),
-    "max.message.bytes": ConfigDef("1048588", "int"),
+    "segment.bytes": ConfigDef("1073741824", "int", at_least=14),  # RECORD_OVERHEAD_V0
+    "segment.ms": ConfigDef("604800000", "long", at_least=1),
+    "max.message.bytes": ConfigDef("1048588", "int", at_least=0),
     "message.timestamp.type": ConfigDef("CreateTime", "enum", ("CreateTime", "LogAppendTime")),
-    "min.insync.replicas": ConfigDef("1", "int"),
+    "min.insync.replicas": ConfigDef("1", "int", at_least=1),
     "compression.type": ConfigDef(
         "producer", "enum", ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
     ),
 }
+_BITS = {"int": 32, "long": 64}
 
 
 class TopicError(Exception):
@@ -66,6 +69,7 @@ def validate_topic_name(name: str | None) -> None:
 
 
 def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
+    """Kafka's checks of topic configs (LogConfig.validate), with its messages."""
     out: dict[str, str] = {}
     for key, value in configs.items():
         spec = TOPIC_CONFIGS.get(key)
@@ -73,23 +77,25 @@ def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
         if value is None:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value for topic config {key}")
-        if spec.kind in ("long", "int"):
-            try:
-                int(value)
-            except ValueError:
-                raise TopicError(
-                    ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}"
-                ) from None
-        elif spec.kind == "enum":
-            allowed = spec.choices
-            if value.replace(" ", "") not in allowed:
-                raise TopicError(
-                    ErrorCode.INVALID_CONFIG,
-                    f"Invalid value {value} for configuration {key}: "
-                    f"must be one of {list(allowed)}",
-                )
+        problem = _config_problem(spec, value)
+        if problem is not None:
+            message = f"Invalid value {value} for configuration {key}: {problem}"
+            raise TopicError(ErrorCode.INVALID_CONFIG, message)
         out[key] = value
     return out
+
+
+def _config_problem(spec: ConfigDef, value: str) -> str | None:
+    bits = _BITS.get(spec.kind)
+    if bits is not None:
+        number = int(value.strip()) if _NUMBER.fullmatch(value.strip()) else None
+        if number is None or not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+            return f"Not a number of type {spec.kind.upper()}"
+        if spec.at_least is not None and number < spec.at_least:
+            return f"Value must be at least {spec.at_least}"
+    elif value.replace(" ", "") not in spec.choices:
+        return f"must be one of {list(spec.choices)}"
+    return None
 
 
 @dataclass
@@ -120,6 +126,8 @@ class TopicStore(Protocol):
     def save_topics(self, topics: TopicManager) -> None: ...
 
     def drop_topic(self, name: str, partitions: int) -> None: ...
+
+    def set_segment_bytes(self, name: str, segment_bytes: int) -> None: ...
 
 
 class TopicManager:
@@ -225,6 +233,15 @@ class TopicManager:
         if self.store is not None:
             for log in topic.partitions[before:]:
                 self.store.attach(log, int(topic.config("segment.bytes")))
+            self.store.save_topics(self)
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's dynamic configs (AlterConfigs); retention reads them at its next
+        pass, produce at the next batch, segments at their next roll."""
+        topic = self.topics[name]
+        topic.configs = dict(configs)
+        if self.store is not None:
+            self.store.set_segment_bytes(name, int(topic.config("segment.bytes")))
             self.store.save_topics(self)
 
     def apply_retention(self, now_ms: int) -> int:

@@ -47,6 +47,7 @@ TOPIC_CREATE = Rule(_T, Operation.CREATE, TOPIC_AUTH)
 TOPIC_DELETE = Rule(_T, Operation.DELETE, TOPIC_AUTH)
 TOPIC_ALTER = Rule(_T, Operation.ALTER, TOPIC_AUTH)
 TOPIC_DESCRIBE_CONFIGS = Rule(_T, Operation.DESCRIBE_CONFIGS, TOPIC_AUTH)
+TOPIC_ALTER_CONFIGS = Rule(_T, Operation.ALTER_CONFIGS, TOPIC_AUTH)
 GROUP_READ = Rule(_G, Operation.READ, GROUP_AUTH)
 GROUP_DESCRIBE = Rule(_G, Operation.DESCRIBE, GROUP_AUTH)
 GROUP_DELETE = Rule(_G, Operation.DELETE, GROUP_AUTH)
@@ -54,6 +55,7 @@ CLUSTER_DESCRIBE = Rule(_C, Operation.DESCRIBE, CLUSTER_AUTH)
 CLUSTER_ALTER = Rule(_C, Operation.ALTER, CLUSTER_AUTH)
 CLUSTER_CREATE = Rule(_C, Operation.CREATE, CLUSTER_AUTH)
 CLUSTER_DESCRIBE_CONFIGS = Rule(_C, Operation.DESCRIBE_CONFIGS, CLUSTER_AUTH)
+CLUSTER_ALTER_CONFIGS = Rule(_C, Operation.ALTER_CONFIGS, CLUSTER_AUTH)
 CLUSTER_IDEMPOTENT_WRITE = Rule(_C, Operation.IDEMPOTENT_WRITE, CLUSTER_AUTH)
 TXN_WRITE = Rule(_X, Operation.WRITE, TXN_AUTH)
 TXN_DESCRIBE = Rule(_X, Operation.DESCRIBE, TXN_AUTH)
@@ -140,6 +142,7 @@ ACCESS: dict[int, ApiAccess] = {
     18: ApiAccess(()),  # ApiVersions
     19: ApiAccess((CLUSTER_CREATE, TOPIC_CREATE, TOPIC_DESCRIBE_CONFIGS)),  # CreateTopics
     20: ApiAccess((TOPIC_DELETE,)),  # DeleteTopics
+    21: ApiAccess((TOPIC_DELETE,)),  # DeleteRecords
     22: ApiAccess((TXN_WRITE, CLUSTER_IDEMPOTENT_WRITE, TOPIC_WRITE), _init_producer_id),
     24: ApiAccess((TXN_WRITE, TOPIC_WRITE)),  # AddPartitionsToTxn
     25: ApiAccess((TXN_WRITE, GROUP_READ), _add_offsets_to_txn),  # AddOffsetsToTxn
@@ -149,9 +152,11 @@ ACCESS: dict[int, ApiAccess] = {
     30: ApiAccess((CLUSTER_ALTER,)),  # CreateAcls
     31: ApiAccess((CLUSTER_ALTER,)),  # DeleteAcls
     32: ApiAccess((TOPIC_DESCRIBE_CONFIGS, CLUSTER_DESCRIBE_CONFIGS)),  # DescribeConfigs
+    33: ApiAccess((TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS)),  # AlterConfigs
     36: ApiAccess(()),  # SaslAuthenticate
     37: ApiAccess((TOPIC_ALTER,)),  # CreatePartitions
     42: ApiAccess((GROUP_DELETE,)),  # DeleteGroups
+    44: ApiAccess((TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS)),  # IncrementalAlterConfigs
     47: ApiAccess((GROUP_DELETE, TOPIC_READ), _offset_delete),  # OffsetDelete
     50: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeUserScram...
     51: ApiAccess((CLUSTER_ALTER,)),  # AlterUserScramCredentials

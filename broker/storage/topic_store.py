@@ -144,6 +144,12 @@ class TopicStore:
         log.store = store
         return store
 
+    def set_segment_bytes(self, name: str, segment_bytes: int) -> None:
+        """An altered segment.bytes: each partition's next roll follows it."""
+        for (topic, _), store in self.partitions.items():
+            if topic == name:
+                store.segment_bytes = segment_bytes
+
     def drop_topic(self, name: str, partitions: int) -> None:
         for p in range(partitions):
             store = self.partitions.pop((name, p), None)

@@ -52,6 +52,7 @@ SERVED: dict[int, tuple[int, int]] = {
     18: (0, 4),  # ApiVersions
     19: (0, 7),  # CreateTopics
     20: (0, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId (v6 is latestVersionUnstable in Kafka 4.3)
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
@@ -61,9 +62,11 @@ SERVED: dict[int, tuple[int, int]] = {
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials

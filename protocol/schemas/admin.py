@@ -1,9 +1,9 @@
-"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
-DescribeConfigs (32)."""
+"""Topic administration: CreateTopics (19), DeleteTopics (20), DeleteRecords (21),
+CreatePartitions (37), DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44)."""
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, INT8, INT16, INT32, NULL, STRING, UUID, ArrayOf, F, Message
+from protocol.codec import BOOL, INT8, INT16, INT32, INT64, NULL, STRING, UUID, ArrayOf, F, Message
 
 CREATE_TOPICS_REQUEST = Message(
     "CreateTopicsRequest",
@@ -213,10 +213,109 @@ DESCRIBE_CONFIGS_RESPONSE = Message(
     ],
 )
 
+
+DELETE_RECORDS_REQUEST = Message(
+    "DeleteRecordsRequest",
+    21,
+    "0-2",
+    "2+",
+    [
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F("partitions", [F("partition_index", INT32), F("offset", INT64)]),
+            ],
+        ),
+        F("timeout_ms", INT32),
+    ],
+)
+
+DELETE_RECORDS_RESPONSE = Message(
+    "DeleteRecordsResponse",
+    21,
+    "0-2",
+    "2+",
+    [
+        F("throttle_time_ms", INT32),
+        F(
+            "topics",
+            [
+                F("name", STRING),
+                F(
+                    "partitions",
+                    [
+                        F("partition_index", INT32),
+                        F("low_watermark", INT64),
+                        F("error_code", INT16),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+
+def _alter_configs(
+    name: str, api_key: int, valid: str, flexible: str, incremental: bool
+) -> Message:
+    op = [F("config_operation", INT8)] if incremental else []
+    return Message(
+        name,
+        api_key,
+        valid,
+        flexible,
+        [
+            F(
+                "resources",
+                [
+                    F("resource_type", INT8),
+                    F("resource_name", STRING),
+                    F("configs", [F("name", STRING), *op, F("value", STRING, nullable="0+")]),
+                ],
+            ),
+            F("validate_only", BOOL),
+        ],
+    )
+
+
+def _alter_configs_response(name: str, api_key: int, valid: str, flexible: str) -> Message:
+    return Message(
+        name,
+        api_key,
+        valid,
+        flexible,
+        [
+            F("throttle_time_ms", INT32),
+            F(
+                "responses",
+                [
+                    F("error_code", INT16),
+                    F("error_message", STRING, nullable="0+", default=NULL),
+                    F("resource_type", INT8),
+                    F("resource_name", STRING),
+                ],
+            ),
+        ],
+    )
+
+
+ALTER_CONFIGS_REQUEST = _alter_configs("AlterConfigsRequest", 33, "0-2", "2+", False)
+ALTER_CONFIGS_RESPONSE = _alter_configs_response("AlterConfigsResponse", 33, "0-2", "2+")
+INCREMENTAL_ALTER_CONFIGS_REQUEST = _alter_configs(
+    "IncrementalAlterConfigsRequest", 44, "0-1", "1+", True
+)
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = _alter_configs_response(
+    "IncrementalAlterConfigsResponse", 44, "0-1", "1+"
+)
+
 # api_key -> (request, response)
 DEFINITIONS: dict[int, tuple[Message, Message]] = {
     19: (CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
     20: (DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
+    21: (DELETE_RECORDS_REQUEST, DELETE_RECORDS_RESPONSE),
     37: (CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE),
     32: (DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
+    33: (ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
+    44: (INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE),
 }

@@ -1,6 +1,6 @@
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, TopicSpec, load_config
+from broker.config import BrokerConfig, ConfigError, TopicSpec, build_parser, load_config
 
 
 def test_defaults_are_kafkas() -> None:
@@ -22,6 +22,17 @@ def test_flag_beats_environment_which_beats_default() -> None:
     assert c.port == 1234  # flag
     assert c.node_id == 3  # environment
     assert c.offsets_partitions == 50  # default
+
+
+def test_retention_check_interval_is_kafkas_setting() -> None:
+    assert load_config([], {}).log_retention_check_interval_ms == 300000  # Kafka's default
+    c = load_config(["--log-retention-check-interval-ms", "250"], {})
+    assert c.log_retention_check_interval_ms == 250
+    env = {"KGROUPD_LOG_RETENTION_CHECK_INTERVAL_MS": "1000"}
+    assert load_config([], env).log_retention_check_interval_ms == 1000
+    assert "log.retention.check.interval.ms" in " ".join(build_parser().format_help().split())
+    with pytest.raises(ConfigError, match="KGROUPD_LOG_RETENTION_CHECK_INTERVAL_MS"):
+        load_config([], {"KGROUPD_LOG_RETENTION_CHECK_INTERVAL_MS": "0"})
 
 
 def test_boolean_and_repeatable_flags() -> None:

@@ -132,6 +132,50 @@ def test_topic_configs_are_validated_with_kafkas_names() -> None:
         assert exc.value.code == ErrorCode.INVALID_CONFIG
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("retention.ms", "soon", "Not a number of type LONG"),
+        ("retention.ms", "1_000", "Not a number of type LONG"),
+        ("retention.ms", "-2", "Value must be at least -1"),
+        ("segment.bytes", "2147483648", "Not a number of type INT"),
+        ("segment.ms", "0", "Value must be at least 1"),
+        ("min.insync.replicas", "0", "Value must be at least 1"),
+        ("max.message.bytes", "-1", "Value must be at least 0"),
+    ],
+)
+def test_topic_config_values_get_kafkas_messages(key: str, value: str, message: str) -> None:
+    with pytest.raises(TopicError) as exc:
+        validate_configs({key: value})
+    assert exc.value.code == ErrorCode.INVALID_CONFIG
+    assert exc.value.message == f"Invalid value {value} for configuration {key}: {message}"
+
+
+def test_delete_records_moves_the_start_and_retention_goes_on_from_it() -> None:
+    log = filled(2, 3, 2)  # batches 0-1, 2-4, 5-6
+    assert log.delete_records(3) == 3
+    assert [b.base_offset for b in log.batches] == [2, 5]  # the batch holding 3 stays
+    assert log.delete_records(1) == 3  # lower: unchanged
+    assert log.apply_retention(-1, -1, now_ms=1000) == 0
+    assert log.log_start_offset == 3
+    log.delete_records(4)
+    one = len(log.batches[-1].data)
+    assert log.apply_retention(-1, one, now_ms=1000) == 1  # drops 2-4: start is 5
+    assert log.log_start_offset == 5
+    assert log.delete_records(7) == 7  # the high watermark: the newest batch stays
+    assert len(log.batches) == 1 and log.high_watermark == 7
+
+
+def test_altered_configs_replace_the_dynamic_ones() -> None:
+    topics = TopicManager()
+    topics.create("a", 1, {"retention.ms": "5"})
+    topics.set_configs("a", {"retention.bytes": "0"})
+    topic = topics.get("a")
+    assert topic is not None
+    assert topic.config("retention.ms") == "604800000"  # back to the default
+    assert topic.config("retention.bytes") == "0"
+
+
 def test_create_checks() -> None:
     topics = TopicManager()
     topics.create("x", 1)

@@ -17,6 +17,8 @@ with warnings.catch_warnings():
     from kafka.protocol import producer as kp_producer
     from kafka.protocol import sasl as kp_sasl
     from kafka.protocol.admin import acl as kp_acl
+    from kafka.protocol.admin import configs as kp_configs
+    from kafka.protocol.admin import topics as kp_topics
     from kafka.protocol.admin import transactions as kp_transactions
     from kafka.protocol.admin import users as kp_users
     from kafka.protocol.producer import transaction as kp_txn
@@ -41,6 +43,12 @@ KP_CLASSES: dict[int, tuple[Any, Any]] = {
     18: (kp_metadata.ApiVersionsRequest, kp_metadata.ApiVersionsResponse),
     19: (kp_admin.CreateTopicsRequest, kp_admin.CreateTopicsResponse),
     20: (kp_admin.DeleteTopicsRequest, kp_admin.DeleteTopicsResponse),
+    21: (kp_topics.DeleteRecordsRequest, kp_topics.DeleteRecordsResponse),
+    33: (kp_configs.AlterConfigsRequest, kp_configs.AlterConfigsResponse),
+    44: (
+        kp_configs.IncrementalAlterConfigsRequest,
+        kp_configs.IncrementalAlterConfigsResponse,
+    ),
     22: (kp_producer.InitProducerIdRequest, kp_producer.InitProducerIdResponse),
     32: (kp_admin.DescribeConfigsRequest, kp_admin.DescribeConfigsResponse),
     37: (kp_admin.CreatePartitionsRequest, kp_admin.CreatePartitionsResponse),
