@@ -16,6 +16,7 @@ from broker.security.acls import Authorizer
 from broker.security.credentials import CredentialStore
 
 if TYPE_CHECKING:
+    from broker.metrics import BrokerStats
     from broker.storage.durability import Durability
 
 
@@ -48,6 +49,8 @@ class Broker:
         # Under --data-dir: broker.storage.durability.Durability.
         self.durability = durability
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
+        # What the hot path counts for /metrics (broker.metrics); None under --no-metrics
+        self.stats: BrokerStats | None = None
 
     def state_synced(self) -> asyncio.Future[None] | None:
         """After a coordinator write: a future for it being durable (fsync=always), or None."""

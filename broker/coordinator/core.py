@@ -22,6 +22,7 @@ from .config import CoordinatorConfig
 from .consumer.commands import InMemoryTopics, TopicsView
 from .consumer.group import ConsumerGroup
 from .consumer.records import CONSUMER_RECORD_TYPES, ConsumerRecord, ConsumerTombstoneRecord
+from .events import NO_EVENTS, GroupEvents
 from .group import ClassicGroup, Member
 from .records import (
     BatchRecordSink,
@@ -73,6 +74,9 @@ def sync_key(group_id: str) -> str:
 
 class ShardCore:
     """Groups and offsets of one offsets partition, plus the helpers every operation uses."""
+
+    # Who hears of rebalances and commits (the broker's metrics), set by the coordinator
+    events: GroupEvents = NO_EVENTS
 
     # The broker's topics (names, ids, partition counts), set by the coordinator
     topics_view: TopicsView = InMemoryTopics()
