@@ -258,8 +258,11 @@ async def test_readyz_is_503_until_a_slow_data_dir_has_loaded(tmp_path: Path) ->
                         break
                     assert ready.status == 503
                     assert "loading the data dir" in await ready.text()
+                    # the image's HEALTHCHECK (python -m broker.healthcheck) says not yet
+                    assert "503" in (await asyncio.to_thread(healthcheck_ready, port) or "")
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
+            assert await asyncio.to_thread(healthcheck_ready, port) is None
             # answered promptly while loading: the load does not block the loop
             assert seen.count(503) >= 5, seen
             listening = await wait_for_event(proc, "listening")
@@ -271,6 +274,12 @@ async def test_readyz_is_503_until_a_slow_data_dir_has_loaded(tmp_path: Path) ->
     finally:
         proc.kill()
         await proc.wait()
+
+
+def healthcheck_ready(port: int) -> str | None:
+    from broker.healthcheck import ready
+
+    return ready("127.0.0.1", port, 5)
 
 
 async def test_a_taken_http_port_stops_start_up_with_one_line() -> None:
