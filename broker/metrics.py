@@ -84,30 +84,27 @@ class BrokerStats(GroupEvents):
     """What the hot path counts. ``request`` is called once per answered request."""
 
     def __init__(self, max_names: int) -> None:
-        self.requests: dict[tuple[int, int], int] = {}
+        # api key << 8 | version -> its durations (their count: the requests)
+        self.requests: dict[int, PlainHistogram] = {}
         self.errors: dict[tuple[int, int], int] = {}
-        self.durations: dict[int, PlainHistogram] = {}
         self.produce_bytes: dict[str, int] = {}
         self.fetch_bytes: dict[str, int] = {}
         self.fsync = PlainHistogram(FSYNC_BUCKETS)
         self.rebalances: dict[tuple[str, str], int] = {}
         self.rebalance_durations = PlainHistogram(REBALANCE_BUCKETS)
         self._rebalancing: dict[str, float] = {}
-        self.offset_commits = 0
         self.groups = Names(max_names)
         self.topics = Names(max_names)
 
     def request(self, api_key: int, version: int, error: int, seconds: float) -> None:
-        key = (api_key, version)
-        requests = self.requests
-        requests[key] = requests.get(key, 0) + 1
+        hist = self.requests.get(api_key << 8 | version)
+        if hist is None:
+            hist = self.requests[api_key << 8 | version] = PlainHistogram(REQUEST_BUCKETS)
+        hist.counts[bisect_left(hist.bounds, seconds)] += 1
+        hist.total += seconds
         if error:
             key = (api_key, error)
             self.errors[key] = self.errors.get(key, 0) + 1
-        hist = self.durations.get(api_key)
-        if hist is None:
-            hist = self.durations[api_key] = PlainHistogram(REQUEST_BUCKETS)
-        hist.observe(seconds)
 
     def produced(self, topic: str, size: int) -> None:
         self.produce_bytes[topic] = self.produce_bytes.get(topic, 0) + size
@@ -126,9 +123,6 @@ class BrokerStats(GroupEvents):
         started = self._rebalancing.pop(group_id, None)
         if started is not None:
             self.rebalance_durations.observe(time.monotonic() - started)
-
-    def offsets_committed(self, count: int) -> None:
-        self.offset_commits += count
 
 
 def _error_name(code: int) -> str:
@@ -156,8 +150,10 @@ class BrokerCollector(Collector):
         requests = CounterMetricFamily(
             "kgroupd_requests", "Requests answered, per API and version", labels=["api", "version"]
         )
-        for (key, version), n in sorted(s.requests.items()):
-            requests.add_metric([api_name(key), str(version)], n)
+        per_api: dict[int, list[PlainHistogram]] = {}
+        for key, hist in sorted(s.requests.items()):
+            requests.add_metric([api_name(key >> 8), str(key & 0xFF)], sum(hist.counts))
+            per_api.setdefault(key >> 8, []).append(hist)
         errors = CounterMetricFamily(
             "kgroupd_request_errors",
             "Answers whose top-level error code is not NONE, per API and Kafka error name",
@@ -170,18 +166,18 @@ class BrokerCollector(Collector):
             "From a request's frame being handled to its answer being ready",
             labels=["api"],
         )
-        for key, hist in sorted(s.durations.items()):
-            durations.add_metric([api_name(key)], hist.buckets(), hist.total)
+        for api, hists in per_api.items():
+            merged = PlainHistogram(REQUEST_BUCKETS)
+            for hist in hists:
+                merged.counts = [a + b for a, b in zip(merged.counts, hist.counts, strict=True)]
+                merged.total += hist.total
+            durations.add_metric([api_name(api)], merged.buckets(), merged.total)
         yield from (requests, errors, durations)
         yield GaugeMetricFamily(
             "kgroupd_connections", "Open client connections", value=self.connections()
         )
         yield from self._bytes(s)
         yield _histogram("kgroupd_fsync_duration_seconds", "fsync rounds of the data dir", s.fsync)
-        commits = CounterMetricFamily(
-            "kgroupd_offset_commits", "Partition offsets committed (OffsetCommit)"
-        )
-        commits.add_metric([], s.offset_commits)
         rebalances = CounterMetricFamily(
             "kgroupd_rebalances",
             "Classic group rebalances started, per group and reason",
@@ -189,7 +185,7 @@ class BrokerCollector(Collector):
         )
         for (group, reason), n in sorted(s.rebalances.items()):
             rebalances.add_metric([group, reason], n)
-        yield from (commits, rebalances)
+        yield rebalances
         yield _histogram(
             "kgroupd_rebalance_duration_seconds",
             "From PreparingRebalance to Stable, classic groups",
@@ -285,6 +281,11 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
     for group, value in sorted(sums.items()):
         lag_sum.add_metric([group], value)
     yield from (groups, members, generation, lag, lag_sum)
+    commits = CounterMetricFamily(
+        "kgroupd_offset_commits", "Partition offsets committed (OffsetCommit)"
+    )
+    commits.add_metric([], sum(shard.offsets_committed for shard in broker.coordinator.shards))
+    yield commits
     ends: dict[tuple[str, int], int] = {}
     for name, found_topic in topics.topics.items():
         tlabel = s.topics(name)

@@ -104,6 +104,8 @@ class ShardCore:
         self.pending_txn: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.owned = True
         self.loading = False
+        # partitions' offsets committed by OffsetCommit since start (read by the metrics)
+        self.offsets_committed = 0
         self.log: Any = structlog.get_logger("kgroupd.coordinator").bind(shard=partition)
 
     # --- availability ----------------------------------------------------------------------

@@ -50,8 +50,5 @@ class GroupEvents:
     def rebalance_completed(self, group_id: str) -> None:
         """A classic group became Stable with its leader's assignment."""
 
-    def offsets_committed(self, count: int) -> None:
-        """``count`` partitions' offsets were committed (OffsetCommit, not transactional)."""
-
 
 NO_EVENTS = GroupEvents()

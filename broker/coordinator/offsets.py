@@ -97,7 +97,6 @@ class OffsetOps(ShardCore):
         ok = ErrorCode.NONE
         new_offset = _new_offset
         topics = []
-        refused = 0
         for name, partitions in cmd.topics:
             parts = []
             stored_parts = None
@@ -107,7 +106,7 @@ class OffsetOps(ShardCore):
                     metadata = ""
                 elif len(metadata) > limit // 2 and java_string_length(metadata) > limit:
                     parts.append((partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
-                    refused += 1
+                    self.offsets_committed -= 1  # counted with its topic below
                     continue
                 if stored_parts is None:
                     if stored is None:
@@ -128,7 +127,7 @@ class OffsetOps(ShardCore):
             if applied and commit_sink is not None:
                 commit_sink(group_id, name, applied, now, expire)
             topics.append((name, tuple(parts)))
-        self.events.offsets_committed(sum(len(parts) for _, parts in topics) - refused)
+            self.offsets_committed += len(parts)
         return OffsetCommitResult(tuple(topics))
 
     @staticmethod
