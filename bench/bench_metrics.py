@@ -9,12 +9,17 @@ before the clock starts, every answer checked). Rounds alternate between the two
 metrics is scraped (``GET /metrics``) in the middle of each of its timed windows, as
 Prometheus would, so the scrape's cost counts too. Reports the median rate of each and
 their ratio (on / off; goal: at least 0.95). Figures: BENCHMARKS.md.
+
+``--in-process RUNS`` instead runs ``bench_groups.py --in-process heartbeat,commit-8`` (the
+broker driven in one process without sockets) RUNS times each way, alternating, and
+reports the broker's CPU-µs per request: less swayed by other load on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import time
 import urllib.request
@@ -97,6 +102,41 @@ async def main_async(
     return lines
 
 
+def in_process(runs: int) -> int:
+    """Broker CPU per request without sockets or a client, metrics on against off, each
+    run a fresh process, alternating."""
+    costs: dict[tuple[str, str], list[float]] = {}
+    script = str(Path(__file__).resolve().parent / "bench_groups.py")
+    for r in range(runs):
+        for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
+            cmd = [sys.executable, script, "--in-process", "heartbeat,commit-8"]
+            cmd += ["--in-process-requests", "50000"]
+            out = subprocess.run(
+                [*cmd, *(["--no-metrics"] if mode == "off" else [])],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            for line in out.splitlines():
+                cells = [c.strip() for c in line.strip("|").split("|")]
+                if len(cells) == 2 and "CPU-µs/request" in cells[1]:
+                    costs.setdefault((cells[0], mode), []).append(float(cells[1].split()[0]))
+            print(f"  run {r + 1} {mode}: {out.strip().splitlines()[-2:]}", file=sys.stderr)
+    print(f"\n{h.command_line()}")
+    print(f"{h.stamp()}; {h.machine()}; {h.kgroupd_revision()}")
+    print(f"{runs} runs each, alternating\n")
+    print("| request | CPU-µs/request, metrics on (min-max) | --no-metrics | on / off |")
+    print("|---|---|---|---|")
+    for label in dict.fromkeys(label for label, _ in costs):
+        on, off = costs[(label, "on")], costs[(label, "off")]
+        ratio = h.median(on) / h.median(off)
+        print(
+            f"| {label} | {bg.spread(on, '{:.2f}')} | {bg.spread(off, '{:.2f}')} | "
+            f"**{ratio:.3f}** |"
+        )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default=",".join(CASES))
@@ -107,7 +147,16 @@ def main() -> int:
     ap.add_argument("--pipe-rounds", type=int, default=7)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--session-ms", type=int, default=30000)
+    ap.add_argument(
+        "--in-process",
+        type=int,
+        metavar="RUNS",
+        help="instead: RUNS alternating pairs of `bench_groups.py --in-process heartbeat,"
+        "commit-8` with and without --no-metrics (broker CPU-µs per request, no sockets)",
+    )
     args = ap.parse_args()
+    if args.in_process:
+        return in_process(args.in_process)
     for case in args.only.split(","):
         if case not in CASES:
             ap.error(f"unknown case {case!r}; choose from {', '.join(CASES)}")
