@@ -75,9 +75,6 @@ def sync_key(group_id: str) -> str:
 class ShardCore:
     """Groups and offsets of one offsets partition, plus the helpers every operation uses."""
 
-    # Who hears of rebalances and commits (the broker's metrics), set by the coordinator
-    events: GroupEvents = NO_EVENTS
-
     # The broker's topics (names, ids, partition counts), set by the coordinator
     topics_view: TopicsView = InMemoryTopics()
 
@@ -106,6 +103,10 @@ class ShardCore:
         self.loading = False
         # partitions' offsets committed by OffsetCommit since start (read by the metrics)
         self.offsets_committed = 0
+        # who hears of rebalances (the broker's metrics; GroupCoordinator.set_events). Set
+        # here, not later only: an attribute added after __init__ would give every shard a
+        # dict of its own, and every attribute read on the hot paths would slow down.
+        self.events: GroupEvents = NO_EVENTS
         self.log: Any = structlog.get_logger("kgroupd.coordinator").bind(shard=partition)
 
     # --- availability ----------------------------------------------------------------------
