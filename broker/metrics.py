@@ -124,10 +124,11 @@ class BrokerStats(GroupEvents):
 
     # GroupEvents (the coordinator's) ------------------------------------------------------
 
-    def rebalance_started(self, group_id: str, reason: str) -> None:
+    def rebalance_started(self, group_id: str, reason: str, consumer: bool = False) -> None:
         key = (self.groups(group_id), rebalance_reason(reason))
         self.rebalances[key] = self.rebalances.get(key, 0) + 1
-        self._rebalancing[group_id] = time.monotonic()
+        if not consumer:
+            self._rebalancing[group_id] = time.monotonic()
 
     def rebalance_completed(self, group_id: str) -> None:
         started = self._rebalancing.pop(group_id, None)
@@ -190,7 +191,8 @@ class BrokerCollector(Collector):
         yield _histogram("kgroupd_fsync_duration_seconds", "fsync rounds of the data dir", s.fsync)
         rebalances = CounterMetricFamily(
             "kgroupd_rebalances",
-            "Classic group rebalances started, per group and reason",
+            "Rebalances started (classic groups; consumer groups: epoch bumps), per group "
+            "and reason",
             labels=["group", "reason"],
         )
         for (group, reason), n in sorted(s.rebalances.items()):

@@ -23,12 +23,13 @@ REBALANCE_REASONS = (
 
 
 def rebalance_reason(text: str) -> str:
-    """The category of one of the coordinator's rebalance reasons."""
-    if text.startswith("adding new member"):
+    """The category of one of the coordinator's rebalance reasons (classic groups' and the
+    consumer groups' epoch bumps)."""
+    if text.startswith("adding new member") or "joined or changed" in text:
         return "member_joined"
-    if text.startswith("explicit LeaveGroup"):
+    if text.startswith("explicit LeaveGroup") or "left the group" in text:
         return "member_left"
-    if text.startswith("session of"):
+    if text.startswith("session of") or "(session timeout)" in text:
         return "session_expired"
     if "sent no SyncGroup" in text:
         return "sync_timeout"
@@ -44,11 +45,13 @@ def rebalance_reason(text: str) -> str:
 class GroupEvents:
     """Override what you listen to; each call is made on the coordinator's (event) thread."""
 
-    def rebalance_started(self, group_id: str, reason: str) -> None:
-        """A classic group entered PreparingRebalance; ``reason`` is the coordinator's text."""
+    def rebalance_started(self, group_id: str, reason: str, consumer: bool = False) -> None:
+        """A classic group entered PreparingRebalance, or a consumer group's epoch was
+        bumped (``consumer``); ``reason`` is the coordinator's text."""
 
     def rebalance_completed(self, group_id: str) -> None:
-        """A classic group became Stable with its leader's assignment."""
+        """A classic group became Stable with its leader's assignment (a consumer group has
+        no such moment: each member reconciles on its own)."""
 
 
 NO_EVENTS = GroupEvents()

@@ -13,6 +13,7 @@ import aiohttp
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from broker.config import TopicSpec
 from broker.coordinator import OffsetCommit, OffsetCommitTopic
 from broker.server import KafkaServer
 from broker.testing import ThreadedBroker, running_server
@@ -329,3 +330,76 @@ def test_kafka_api_names_are_the_metrics_labels() -> None:
     from broker.handlers import supported_versions
 
     assert {key for key, _, _ in supported_versions()} == set(API_NAMES)
+
+
+async def test_consumer_group_epoch_bumps_are_rebalances() -> None:
+    """KIP-848 (confluent-kafka, group.protocol=consumer): a member joining bumps the group
+    epoch, counted as a rebalance; the group is of type consumer, its generation the epoch."""
+    from confluent_kafka import Consumer
+
+    async with running_server(
+        create_topics=(TopicSpec("kip848", 2),),
+        group_consumer_min_heartbeat_interval_ms=100,
+        group_consumer_heartbeat_interval_ms=200,
+    ) as server:
+        port = http_port(server)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{server.port}",
+                "group.id": "kip848-group",
+                "group.protocol": "consumer",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            consumer.subscribe(["kip848"])
+            deadline = time.monotonic() + 20
+            while True:
+                await asyncio.to_thread(consumer.poll, 0.1)
+                got = await scrape(port)
+                if value(got, "kgroupd_group_members", group="kip848-group") == 1:
+                    break
+                assert time.monotonic() < deadline, "the member never joined"
+            assert (
+                value(got, "kgroupd_groups", state="Stable", type="consumer")
+                + value(got, "kgroupd_groups", state="Reconciling", type="consumer")
+                == 1
+            )
+            assert value(got, "kgroupd_group_generation", group="kip848-group") >= 1
+            assert (
+                value(got, "kgroupd_rebalances_total", group="kip848-group", reason="member_joined")
+                >= 1
+            )
+            assert (
+                value(got, "kgroupd_requests_total", api="ConsumerGroupHeartbeat", version="1")
+                + value(got, "kgroupd_requests_total", api="ConsumerGroupHeartbeat", version="0")
+                >= 1
+            )
+        finally:
+            await asyncio.to_thread(consumer.close)
+        left = await scrape(port)
+        assert (
+            value(left, "kgroupd_rebalances_total", group="kip848-group", reason="member_left") == 1
+        )
+
+
+def test_rebalance_reasons_name_every_coordinator_reason() -> None:
+    from broker.coordinator.events import REBALANCE_REASONS, rebalance_reason
+
+    cases = {
+        "adding new member m-1": "member_joined",
+        "member m-1 joined or changed its subscription": "member_joined",
+        "member rejoining (m-1)": "member_rejoined",
+        "leader rejoined in Stable (m-1)": "member_rejoined",
+        "follower changed metadata in Stable (m-1)": "metadata_changed",
+        "static member s-1 changes the selected protocol": "metadata_changed",
+        "explicit LeaveGroup for ['m-1']": "member_left",
+        "member m-1 left the group": "member_left",
+        "session of m-1 expired": "session_expired",
+        "member m-1 fenced (session timeout)": "session_expired",
+        "members ['m-1'] sent no SyncGroup in time": "sync_timeout",
+        "Downgrade group g from consumer to classic.": "migration",
+    }
+    for text, reason in cases.items():
+        assert rebalance_reason(text) == reason, text
+        assert reason in REBALANCE_REASONS
