@@ -5,12 +5,13 @@ scrape is one short callback between Kafka requests). Unauthenticated: bind it t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterable
 
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 
 log = structlog.get_logger("kgroupd.http")
 
@@ -25,12 +26,12 @@ class HttpListener:
         host: str | None,
         port: int,
         ready: Callable[[], str | None],
-        registry: CollectorRegistry | None,
+        collect: Callable[[], Iterable[Metric]] | None,
     ) -> None:
         self.host = host
         self.port = port
         self._ready = ready  # None when ready, else why not
-        self._registry = registry
+        self._collect = collect  # None: --no-metrics
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> int:
@@ -73,7 +74,24 @@ class HttpListener:
         return web.Response(status=503, text=f"not ready: {why}\n")
 
     async def _metrics(self, _request: web.Request) -> web.Response:
-        if self._registry is None:
+        if self._collect is None:
             return web.Response(status=404, text="metrics are off (--no-metrics)\n")
-        body = generate_latest(self._registry)
+        # The broker's state is read on the loop (nothing else may touch it); the text is
+        # written on a worker thread, so a large scrape does not hold the Kafka path.
+        families = list(self._collect())
+        body = await asyncio.get_running_loop().run_in_executor(None, _render, families)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+class _Collected:
+    """Metric families already read, for ``generate_latest``."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self.families
+
+
+def _render(families: list[Metric]) -> bytes:
+    return generate_latest(_Collected(families))

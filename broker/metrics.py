@@ -274,13 +274,16 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
         for gid, committed in shard.offsets.items():
             label = s.groups(gid)
             for topic, parts in committed.items():
-                tlabel = s.topics(topic)
+                known = topics.get(topic)
+                if known is None:
+                    continue
+                logs, tlabel = known.partitions, s.topics(topic)
+                count = len(logs)
                 for partition, om in parts.items():
-                    log = topics.partition(topic, partition)
-                    if log is None:
-                        continue
-                    key = (label, tlabel, partition)
-                    lags[key] = lags.get(key, 0) + max(0, log.high_watermark - om.offset)
+                    if partition < count:
+                        key = (label, tlabel, partition)
+                        behind = logs[partition].high_watermark - om[0]
+                        lags[key] = lags.get(key, 0) + (behind if behind > 0 else 0)
     for (state, kind), n in sorted(counts.items()):
         groups.add_metric([state, kind], n)
     for label, (n, gen) in sorted(per_group.items()):

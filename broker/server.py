@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 
 import structlog
-from prometheus_client.registry import CollectorRegistry
 
 from broker.acceptor import BACKLOG, Acceptor
 from broker.config import BrokerConfig, new_cluster_id
@@ -235,14 +234,14 @@ def tls_context(config: BrokerConfig) -> ssl.SSLContext:
 
 def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
     """``--http-host`` (default: the first Kafka listener's host) and ``--http-port``; with
-    metrics on, a registry of this broker's collector alone."""
+    metrics on, this broker's collector."""
     config = server.config
-    registry = None
+    collect = None
     if server.stats is not None:
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(
-            BrokerCollector(server.stats, lambda: server._broker, lambda: len(server.connections))
+        collector = BrokerCollector(
+            server.stats, lambda: server._broker, lambda: len(server.connections)
         )
+        collect = collector.collect
 
     def not_ready() -> str | None:
         if server.ready:
@@ -250,7 +249,7 @@ def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
         return "loading the data dir" if server._broker is None else "starting the listeners"
 
     host = config.http_host if config.http_host is not None else kafka_host
-    return HttpListener(host, config.http_port, not_ready, registry)
+    return HttpListener(host, config.http_port, not_ready, collect)
 
 
 def open_broker(
