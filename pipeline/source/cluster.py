@@ -130,7 +130,7 @@ async def _authenticate(
         client.set_server_final(server_final.decode())
     except (scramp.ScramException, UnicodeDecodeError) as exc:
         raise AuthenticationError(
-            f"SASL {mechanism} exchange with the broker failed: {type(exc).__name__}"
+            f"SASL {mechanism} exchange with the broker failed: {exc}"  # scramp's: no secret
         ) from None
 
 
