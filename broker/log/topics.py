@@ -244,9 +244,10 @@ class TopicManager:
             self.store.set_segment_bytes(name, int(topic.config("segment.bytes")))
             self.store.save_topics(self)
 
-    def apply_retention(self, now_ms: int) -> int:
+    def apply_retention(self, now_ms: int, only: str | None = None) -> int:
+        """One retention pass over every topic (or only the topic ``only``)."""
         dropped = 0
-        for topic in self.topics.values():
+        for topic in self.topics.values() if only is None else [self.topics[only]]:
             retention_ms = int(topic.config("retention.ms"))
             retention_bytes = int(topic.config("retention.bytes"))
             for log in topic.partitions:

@@ -323,6 +323,25 @@ async def test_a_retention_change_applies_to_the_live_topic() -> None:
         assert await _earliest(wire, "live") == 4  # all but the newest batch are gone
 
 
+async def test_shortening_retention_applies_at_once() -> None:
+    """With the default check interval (5 minutes) the alter itself runs the pass."""
+    async with (
+        running_server(log_level="warning") as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        await create_topic(wire, "shortened", 1)
+        old = int(time.time() * 1000) - 3_600_000
+        for i in range(3):
+            batch = build_batch([(None, b"%d" % i, [])], timestamp_ms=old)
+            resp = await wire.request(0, 8, produce_request("shortened", 0, batch))
+            assert only_partition(resp)["error_code"] == 0
+        resp = await wire.request(
+            44, 1, incremental([(TOPIC, "shortened", [("retention.ms", SET, "60000")])])
+        )
+        assert answers(resp) == [(0, None)]
+        assert await _earliest(wire, "shortened") == 2  # answered after the pass ran
+
+
 async def _earliest(wire: WireClient, topic: str) -> int:
     resp = await wire.request(2, 5, list_offsets_request(topic, [0], -2))
     return int(only_partition(resp)["offset"])
