@@ -142,6 +142,10 @@ class TopicManager:
         # Called after every create/delete/partition change (the coordinator re-resolves
         # consumer groups' subscriptions).
         self.listeners: list[Callable[[], None]] = []
+        # Internal topics served from the broker's own state (``__consumer_offsets``): read
+        # by Fetch and ListOffsets (``partition``, ``by_id``), never in ``topics``, so
+        # produce, deletion, subscriptions and the data-dir's topic table never see them.
+        self.internal: dict[str, Topic] = {}
 
     def _changed(self) -> None:
         self.version += 1
@@ -157,10 +161,15 @@ class TopicManager:
 
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         """The topic with this id (a recreated topic has a new one)."""
-        return self.ids.get(topic_id)
+        found = self.ids.get(topic_id)
+        if found is None:
+            for topic in self.internal.values():
+                if topic.topic_id == topic_id:
+                    return topic
+        return found
 
     def partition(self, name: str, index: int) -> PartitionLog | None:
-        topic = self.topics.get(name)
+        topic = self.topics.get(name) or self.internal.get(name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return None
         return topic.partitions[index]
