@@ -168,25 +168,24 @@ async def run(args: argparse.Namespace) -> int:
         await admin.close()
 
 
-def main(argv: Sequence[str]) -> int:
-    """``argv`` starts with the tool's name (``groups`` or ``topics``)."""
+async def amain(argv: Sequence[str]) -> int:
+    """``argv`` starts with the tool's name (``groups`` or ``topics``); the exit code (bad
+    flags exit 2 through argparse)."""
     from .groups import Failed
 
     args = build_parser().parse_args(list(argv))
     prog = f"kgroupd {args.tool} {args.command}"
     try:
-        return asyncio.run(run(args))
+        return await run(args)
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:  # a bad HOST:PORT
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except KafkaError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    except ConnectError as exc:
+    except (KafkaError, ConnectError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     except Failed:
         return 1
+
+
+def main(argv: Sequence[str]) -> int:
+    return asyncio.run(amain(argv))

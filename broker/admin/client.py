@@ -20,7 +20,7 @@ from protocol.errors import ErrorCode
 from protocol.framing import read_uvarint
 from protocol.messages import lookup, served_range
 
-from .properties import ClientSettings
+from .properties import ClientSettings, UsageError
 
 _INT32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
@@ -80,7 +80,7 @@ def check(code: int, message: str | None = None) -> None:
 def split_address(address: str) -> tuple[str, int]:
     host, sep, port = address.strip().rpartition(":")
     if not sep or not port.isdigit():
-        raise ValueError(f"not HOST:PORT: {address!r}")
+        raise UsageError(f"{address!r} is not HOST:PORT")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
