@@ -161,15 +161,21 @@ async def test_describe_agrees_with_the_consumer(
         assert code == 0
         header, *lines = out.splitlines()
         assert header.split() == [
-            "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-            "CONSUMER-ID", "HOST", "CLIENT-ID",
-        ]  # fmt: skip
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
         assert [line.split()[2:6] for line in lines] == [
             [str(p), str(COMMITS[p]), str(PER_PARTITION), str(PER_PARTITION - COMMITS[p])]
             for p in range(PARTITIONS)
         ]
-        members = await cli_json(capsys, bootstrap, "groups", "describe", "g-describe",
-                                 "--members")  # fmt: skip
+        members = await cli_json(capsys, bootstrap, "groups", "describe", "g-describe", "--members")
         assert [(m["consumer_id"], m["partitions"], m["client_id"]) for m in members] == [
             (member_id, PARTITIONS, "cli-test")
         ]
@@ -200,9 +206,15 @@ async def test_reset_offsets_dry_run_then_execute_then_a_consumer_follows(
     c = await active_group(capsys, bootstrap, group)
     # refused while the group has a member, in a subprocess: exit 1 and Kafka's message
     code, _, err = await subprocess_cli(
-        "groups", "reset-offsets", group, "--all-topics", "--to-earliest", "--execute",
-        "--bootstrap-server", bootstrap,
-    )  # fmt: skip
+        "groups",
+        "reset-offsets",
+        group,
+        "--all-topics",
+        "--to-earliest",
+        "--execute",
+        "--bootstrap-server",
+        bootstrap,
+    )
     assert code == 1
     assert (
         f"Assignments can only be reset if the group '{group}' is inactive, "
@@ -212,18 +224,30 @@ async def test_reset_offsets_dry_run_then_execute_then_a_consumer_follows(
     await c.stop()
     assert await committed(bootstrap, group) == COMMITS
 
-    rows = await cli_json(capsys, bootstrap, "groups", "reset-offsets", group, "--topic", TOPIC,
-                          "--to-earliest")  # fmt: skip
+    rows = await cli_json(
+        capsys, bootstrap, "groups", "reset-offsets", group, "--topic", TOPIC, "--to-earliest"
+    )
     assert [(r["partition"], r["new_offset"]) for r in rows] == [(p, 0) for p in range(3)]
     assert await committed(bootstrap, group) == COMMITS  # a dry run changes nothing
 
     # a shift is clamped to the log: 10+3 -> 10, 4+3 -> 7, 7+3 -> 10
-    rows = await cli_json(capsys, bootstrap, "groups", "reset-offsets", group, "--all-topics",
-                          "--shift-by", "3")  # fmt: skip
+    rows = await cli_json(
+        capsys, bootstrap, "groups", "reset-offsets", group, "--all-topics", "--shift-by", "3"
+    )
     assert {r["partition"]: r["new_offset"] for r in rows} == {0: 7, 1: 10, 2: 10}
     # some partitions only, executed
-    rows = await cli_json(capsys, bootstrap, "groups", "reset-offsets", group,
-                          "--topic", f"{TOPIC}:0,2", "--to-offset", "2", "--execute")  # fmt: skip
+    rows = await cli_json(
+        capsys,
+        bootstrap,
+        "groups",
+        "reset-offsets",
+        group,
+        "--topic",
+        f"{TOPIC}:0,2",
+        "--to-offset",
+        "2",
+        "--execute",
+    )
     assert {r["partition"]: r["new_offset"] for r in rows} == {0: 2, 2: 2}
     assert await committed(bootstrap, group) == {0: 2, 1: 10, 2: 2}
 
@@ -236,12 +260,29 @@ async def test_reset_offsets_dry_run_then_execute_then_a_consumer_follows(
     finally:
         await c.stop()
 
-    code, _, _ = await cli(capsys, bootstrap, "groups", "reset-offsets", group, "--all-topics",
-                           "--to-datetime", "2000-01-01T00:00:00.000", "--execute")  # fmt: skip
+    code, _, _ = await cli(
+        capsys,
+        bootstrap,
+        "groups",
+        "reset-offsets",
+        group,
+        "--all-topics",
+        "--to-datetime",
+        "2000-01-01T00:00:00.000",
+        "--execute",
+    )
     assert code == 0
     assert await committed(bootstrap, group) == {0: 0, 1: 0, 2: 0}  # every record is newer
-    code, _, _ = await cli(capsys, bootstrap, "groups", "reset-offsets", group, "--all-topics",
-                           "--to-latest", "--execute")  # fmt: skip
+    code, _, _ = await cli(
+        capsys,
+        bootstrap,
+        "groups",
+        "reset-offsets",
+        group,
+        "--all-topics",
+        "--to-latest",
+        "--execute",
+    )
     assert await committed(bootstrap, group) == dict.fromkeys(range(PARTITIONS), PER_PARTITION)
 
 
@@ -283,8 +324,7 @@ async def test_copy_offsets_to_another_kgroupd(
         await create_topic(capsys, target)
         await fill(target)
         # an active source group is not copied
-        code, _, err = await cli(capsys, bootstrap, "groups", "copy-offsets", "--to", target,
-                                 group)  # fmt: skip
+        code, _, err = await cli(capsys, bootstrap, "groups", "copy-offsets", "--to", target, group)
         assert code == 1 and "NON_EMPTY_GROUP" in err
         await c.stop()
         rows = await cli_json(capsys, bootstrap, "groups", "copy-offsets", "--to", target)
@@ -308,8 +348,17 @@ async def test_copy_offsets_to_another_kgroupd(
 async def test_topics_create_describe_list_delete(
     capsys: pytest.CaptureFixture[str], bootstrap: str
 ) -> None:
-    code, out, _ = await cli(capsys, bootstrap, "topics", "create", "events", "--partitions",
-                             "4", "--config", "retention.ms=60000")  # fmt: skip
+    code, out, _ = await cli(
+        capsys,
+        bootstrap,
+        "topics",
+        "create",
+        "events",
+        "--partitions",
+        "4",
+        "--config",
+        "retention.ms=60000",
+    )
     assert (code, out) == (0, "Created topic events.\n")
     described = await cli_json(capsys, bootstrap, "topics", "describe", "events")
     assert described["partition_count"] == 4
@@ -320,8 +369,9 @@ async def test_topics_create_describe_list_delete(
     assert "events" in await cli_json(capsys, bootstrap, "topics", "list")
     code, _, err = await cli(capsys, bootstrap, "topics", "create", "events")
     assert code == 1 and "TOPIC_ALREADY_EXISTS" in err
-    code, _, err = await cli(capsys, bootstrap, "topics", "create", "bad", "--config",
-                             "retention.ms=-5")  # fmt: skip
+    code, _, err = await cli(
+        capsys, bootstrap, "topics", "create", "bad", "--config", "retention.ms=-5"
+    )
     assert code == 1 and "INVALID_CONFIG" in err
     code, out, _ = await cli(capsys, bootstrap, "topics", "delete", "events")
     assert code == 0
@@ -348,9 +398,16 @@ async def test_exit_codes_and_usage_in_a_subprocess(bootstrap: str, tmp_path: An
     )
     assert code == 1 and "GROUP_ID_NOT_FOUND" in err
     code, out, err = await subprocess_cli(
-        "topics", "create", "sub", "--partitions", "2", "--bootstrap-server", bootstrap,
-        "--output", "json",
-    )  # fmt: skip
+        "topics",
+        "create",
+        "sub",
+        "--partitions",
+        "2",
+        "--bootstrap-server",
+        bootstrap,
+        "--output",
+        "json",
+    )
     assert code == 0 and json.loads(out) == {"topic": "sub", "created": True}
     code, out, _ = await subprocess_cli("groups", "list", "--bootstrap-server", bootstrap)
     assert code == 0 and out == ""
