@@ -204,24 +204,26 @@ async def test_reset_offsets_dry_run_then_execute_then_a_consumer_follows(
 ) -> None:
     group = "g-reset"
     c = await active_group(capsys, bootstrap, group)
-    # refused while the group has a member, in a subprocess: exit 1 and Kafka's message
-    code, _, err = await subprocess_cli(
-        "groups",
-        "reset-offsets",
-        group,
-        "--all-topics",
-        "--to-earliest",
-        "--execute",
-        "--bootstrap-server",
-        bootstrap,
-    )
-    assert code == 1
-    assert (
-        f"Assignments can only be reset if the group '{group}' is inactive, "
-        "but the current state is Stable." in err
-    )
-    assert "NON_EMPTY_GROUP" in err
-    await c.stop()
+    try:
+        # refused while the group has a member, in a subprocess: exit 1 and Kafka's message
+        code, _, err = await subprocess_cli(
+            "groups",
+            "reset-offsets",
+            group,
+            "--all-topics",
+            "--to-earliest",
+            "--execute",
+            "--bootstrap-server",
+            bootstrap,
+        )
+        assert code == 1
+        assert (
+            f"Assignments can only be reset if the group '{group}' is inactive, "
+            "but the current state is Stable." in err
+        )
+        assert "NON_EMPTY_GROUP" in err
+    finally:
+        await c.stop()
     assert await committed(bootstrap, group) == COMMITS
 
     rows = await cli_json(
@@ -421,3 +423,47 @@ async def test_the_serving_path_does_not_import_the_tools() -> None:
         "sys.exit(any(m.startswith('broker.admin') for m in sys.modules))",
     )
     assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+def _consume_with_the_consumer_protocol(bootstrap: str, group: str) -> tuple[Any, str]:
+    """A KIP-848 member (librdkafka, group.protocol=consumer) that consumed everything and
+    committed; still in the group (the caller closes it)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "client.id": "cfk-848",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([TOPIC])
+    seen = 0
+    for _ in range(200):
+        m = c.poll(0.1)
+        if m is not None and not m.error():
+            seen += 1
+        if seen == PARTITIONS * PER_PARTITION:
+            break
+    c.commit(asynchronous=False)
+    return c, c.memberid()
+
+
+async def test_describe_a_consumer_protocol_group(
+    capsys: pytest.CaptureFixture[str], bootstrap: str
+) -> None:
+    await create_topic(capsys, bootstrap)
+    await fill(bootstrap)
+    c, member_id = await asyncio.to_thread(_consume_with_the_consumer_protocol, bootstrap, "g-848")
+    try:
+        rows = await cli_json(capsys, bootstrap, "groups", "describe", "g-848")
+        assert [
+            (r["partition"], r["current_offset"], r["lag"], r["consumer_id"]) for r in rows
+        ] == [(p, PER_PARTITION, 0, member_id) for p in range(PARTITIONS)]
+        listed = await cli_json(capsys, bootstrap, "groups", "list", "--type", "consumer")
+        assert [r["group"] for r in listed] == ["g-848"]
+    finally:
+        await asyncio.to_thread(c.close)
