@@ -272,6 +272,7 @@ def offsets_topic(
 
     def created() -> None:
         topics.internal[OFFSETS_TOPIC] = offsets.topic
+        topics.internal_readers[OFFSETS_TOPIC] = offsets.materialize
         topics.version += 1  # metadata caches
 
     offsets.on_create.append(created)

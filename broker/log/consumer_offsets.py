@@ -28,14 +28,15 @@ it starts at the reserved bound, above every offset handed out.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from broker.coordinator.records import (
     BatchRecordSink,
     CommitEntries,
     OffsetCommitRecord,
+    OffsetTombstoneRecord,
     Record,
     RecordSink,
 )
@@ -57,8 +58,13 @@ COMPACT_SLACK = 1000  # records beyond twice the live keys before a partition is
 RESERVE_BLOCK = 1 << 20  # offsets reserved on disk at a time (--data-dir)
 MAX_BATCH_RECORDS = 1000
 
-# (offset, key, value or None, timestamp)
-Entry = tuple[int, bytes, bytes | None, int]
+# A record not yet encoded: (offset, identity, payload, timestamp). The identity is the
+# record's key: ("offset", group, topic, partition) for offset commits and their tombstones
+# (payload: (offset, leader epoch, metadata, commit ms, expire ms) or None), else the key
+# bytes (payload: the value bytes or None).
+Raw = tuple[int, Hashable, Any, int]
+# An encoded record: (offset, identity, key bytes, value bytes or None, timestamp)
+Entry = tuple[int, Hashable, bytes, bytes | None, int]
 
 
 def offsets_topic_id(cluster_id: str) -> uuid.UUID:
@@ -67,16 +73,33 @@ def offsets_topic_id(cluster_id: str) -> uuid.UUID:
 
 
 class _Partition:
-    def __init__(self, log: PartitionLog) -> None:
+    def __init__(self, log: PartitionLog, start: int) -> None:
         self.log = log
+        self.next = start  # the next offset handed out
+        self.raw: list[Raw] = []  # handed out, not yet encoded (nobody read them yet)
         self.entries: list[Entry] = []  # offset order; what the batches hold
-        self.latest: dict[bytes, int] = {}  # key -> offset of its latest record
-        self.pending: list[tuple[bytes, bytes | None, int]] = []
+        self.latest: dict[Hashable, int] = {}  # identity -> offset of its latest record
+
+
+def _encode(identity: Hashable, payload: Any) -> tuple[bytes, bytes | None]:
+    if isinstance(identity, bytes):
+        return identity, payload
+    commit: tuple[str, str, str, int] = identity  # type: ignore[assignment]
+    key = offset_commit_key(commit[1], commit[2], commit[3])
+    if payload is None:
+        return key, None
+    return key, offset_commit_value(*payload)
 
 
 class OffsetsTopic:
     """The ``__consumer_offsets`` view: created on the first FindCoordinator (``create``),
-    or at start-up when the data dir holds groups or the topic existed."""
+    or at start-up when the data dir holds groups or the topic existed.
+
+    Records are handed their offsets as the coordinator emits them, but encoded into Kafka's
+    formats and batches only when the partition is read (``materialize``, called by
+    ``TopicManager.partition``): a commit costs the coordinator a tuple, not an encoding,
+    and a record superseded before anyone reads it is never encoded (as if the cleaner had
+    run)."""
 
     def __init__(
         self,
@@ -93,7 +116,6 @@ class OffsetsTopic:
         self._start = start_offsets or [0] * partitions
         self._persist = persist  # (next offsets, clean shutdown) -> on disk
         self._reserved = list(self._start)
-        self._flush_scheduled = False
         self.on_create: list[Callable[[], None]] = []
 
     # --- the topic -------------------------------------------------------------------------
@@ -105,16 +127,15 @@ class OffsetsTopic:
             log = PartitionLog(OFFSETS_TOPIC, i)
             log.log_start_offset = log.high_watermark = self._start[i]
             self.topic.partitions.append(log)
-            self._parts.append(_Partition(log))
+            self._parts.append(_Partition(log, self._start[i]))
         for listener in self.on_create:
             listener()
 
     def next_offsets(self) -> list[int]:
         """Each partition's next offset (written at a clean shutdown)."""
-        self.flush()
         if not self.created:
             return list(self._start)
-        return [p.log.high_watermark for p in self._parts]
+        return [p.next for p in self._parts]
 
     def close(self) -> None:
         """Clean shutdown: the exact next offsets to disk (with ``--data-dir``)."""
@@ -127,47 +148,90 @@ class OffsetsTopic:
         return _TeeSink(self, shard, inner)
 
     def append(self, shard: int, kafka: KafkaRecord | None) -> None:
-        if kafka is None:
-            return
+        """An encoded record (key, value or None)."""
+        if kafka is not None:
+            self.add(shard, kafka[0], kafka[1], now_ms())
+
+    def add(self, shard: int, identity: Hashable, payload: Any, ts: int) -> None:
         self.create()  # a group exists: so does the topic (FindCoordinator came first)
-        self._parts[shard].pending.append((kafka[0], kafka[1], now_ms()))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            try:
-                asyncio.get_running_loop().call_soon(self.flush)
-            except RuntimeError:  # no loop (unit tests): sealed at once
-                self.flush()
+        part = self._parts[shard]
+        offset = part.next
+        part.next = offset + 1
+        if self._persist is not None and part.next > self._reserved[shard]:
+            self._reserved[shard] = part.next + RESERVE_BLOCK
+            self._persist(list(self._reserved), False)
+        part.raw.append((offset, identity, payload, ts))
+        part.latest[identity] = offset
+        if len(part.raw) > 2 * len(part.latest) + COMPACT_SLACK:
+            latest = part.latest  # nobody reads: forget what is superseded, unencoded
+            part.raw = [r for r in part.raw if latest.get(r[1]) == r[0]]
+        if part.log.waiters:
+            part.log._wake()  # a long poll on this partition: it reads (materializes) now
+
+    def add_commits(
+        self,
+        shard: int,
+        group_id: str,
+        topic: str,
+        entries: CommitEntries,
+        commit_ms: int,
+        expire_ms: int | None,
+    ) -> None:
+        """``add`` for each partition of one commit (the hot path: a tuple per partition)."""
+        if not self.created:
+            self.create()
+        part = self._parts[shard]
+        raw, latest = part.raw, part.latest
+        offset = part.next
+        for partition, committed, epoch, metadata in entries:
+            identity = ("offset", group_id, topic, partition)
+            raw.append(
+                (offset, identity, (committed, epoch, metadata, commit_ms, expire_ms), commit_ms)
+            )
+            latest[identity] = offset
+            offset += 1
+        part.next = offset
+        if self._persist is not None and offset > self._reserved[shard]:
+            self._reserved[shard] = offset + RESERVE_BLOCK
+            self._persist(list(self._reserved), False)
+        if len(raw) > 2 * len(latest) + COMPACT_SLACK:
+            part.raw = [r for r in raw if latest.get(r[1]) == r[0]]
+        if part.log.waiters:
+            part.log._wake()
+
+    def materialize(self, index: int) -> None:
+        """Encode what partition ``index`` was handed since it was last read."""
+        if not self.created or not 0 <= index < self.count:
+            return
+        part = self._parts[index]
+        if not part.raw:
+            return
+        raw, part.raw = part.raw, []
+        latest = part.latest
+        entries: list[Entry] = []
+        for offset, identity, payload, ts in raw:
+            if latest.get(identity) == offset:  # else superseded before anyone read it
+                key, value = _encode(identity, payload)
+                entries.append((offset, identity, key, value, ts))
+        part.entries.extend(entries)
+        log = part.log
+        if entries:
+            self._store(log, entries)
+        log.high_watermark = part.next
+        if len(part.entries) > 2 * len(latest) + COMPACT_SLACK:
+            self.compact(index)
 
     def flush(self) -> None:
-        """Seal every partition's pending records into one batch each."""
-        self._flush_scheduled = False
-        for i, part in enumerate(self._parts):
-            if part.pending:
-                self._seal(i, part)
-
-    def _seal(self, index: int, part: _Partition) -> None:
-        pending, part.pending = part.pending, []
-        log = part.log
-        base = log.high_watermark
-        end = base + len(pending)
-        if self._persist is not None and end > self._reserved[index]:
-            self._reserved[index] = end + RESERVE_BLOCK
-            self._persist(list(self._reserved), False)
-        entries = [(base + i, k, v, ts) for i, (k, v, ts) in enumerate(pending)]
-        for offset, key, _value, _ts in entries:
-            part.latest[key] = offset
-        part.entries.extend(entries)
-        self._store(log, entries)
-        log._wake()
-        if len(part.entries) > 2 * len(part.latest) + COMPACT_SLACK:
-            self.compact(index)
+        """Encode every partition's records (tests; a reader calls ``materialize``)."""
+        for i in range(len(self._parts)):
+            self.materialize(i)
 
     def _store(self, log: PartitionLog, entries: list[Entry]) -> None:
         for i in range(0, len(entries), MAX_BATCH_RECORDS):
             chunk = entries[i : i + MAX_BATCH_RECORDS]
-            data = build_batch(chunk)
+            data = build_batch([(e[0], e[2], e[3], e[4]) for e in chunk])
             base, last = chunk[0][0], chunk[-1][0]
-            max_ts = max(e[3] for e in chunk)
+            max_ts = max(e[4] for e in chunk)
             log.batches.append(StoredBatch(base, last, max_ts, max_ts, data))
             log._bases.append(base)
             log.size_bytes += len(data)
@@ -175,22 +239,24 @@ class OffsetsTopic:
 
     def compact(self, index: int, now: int | None = None) -> None:
         """Keep each key's latest record; drop tombstones older than delete.retention.ms."""
+        self.materialize(index)
         part = self._parts[index]
         now = now_ms() if now is None else now
         kept: list[Entry] = []
         for entry in part.entries:
-            offset, key, value, ts = entry
-            if part.latest.get(key) != offset:
+            offset, identity, _key, value, ts = entry
+            if part.latest.get(identity) != offset:
                 continue
             if value is None and now - ts > DELETE_RETENTION_MS:
-                del part.latest[key]
+                del part.latest[identity]
                 continue
             kept.append(entry)
         part.entries = kept
         log = part.log
         high = log.high_watermark
         log.batches, log._bases, log.size_bytes = [], [], 0
-        self._store(log, kept)
+        if kept:
+            self._store(log, kept)
         log.high_watermark = high  # the end stays where it was (its records may be gone)
 
 
@@ -207,7 +273,24 @@ class _TeeSink:
     def __call__(self, record: Record, /) -> None:
         if self.inner is not None:
             self.inner(record)
-        self.topic.append(self.shard, kafka_record(record))
+        if isinstance(record, OffsetCommitRecord):
+            self.topic.add(
+                self.shard,
+                ("offset", record.group_id, record.topic, record.partition),
+                (
+                    record.offset,
+                    record.leader_epoch,
+                    record.metadata,
+                    record.commit_timestamp_ms,
+                    record.expire_timestamp_ms,
+                ),
+                now_ms(),
+            )
+        elif isinstance(record, OffsetTombstoneRecord):
+            identity = ("offset", record.group_id, record.topic, record.partition)
+            self.topic.add(self.shard, identity, None, now_ms())
+        else:
+            self.topic.append(self.shard, kafka_record(record))
 
     def offset_commits(
         self,
@@ -225,9 +308,6 @@ class _TeeSink:
                     group_id, topic, p, o, e, m, commit_timestamp_ms, expire_timestamp_ms
                 )
                 self.inner(rec)
-        for partition, offset, epoch, metadata in entries:
-            key = offset_commit_key(group_id, topic, partition)
-            value = offset_commit_value(
-                offset, epoch, metadata, commit_timestamp_ms, expire_timestamp_ms
-            )
-            self.topic.append(self.shard, (key, value))
+        self.topic.add_commits(
+            self.shard, group_id, topic, entries, commit_timestamp_ms, expire_timestamp_ms
+        )

@@ -146,6 +146,8 @@ class TopicManager:
         # by Fetch and ListOffsets (``partition``, ``by_id``), never in ``topics``, so
         # produce, deletion, subscriptions and the data-dir's topic table never see them.
         self.internal: dict[str, Topic] = {}
+        # name -> called with a partition index before that partition is read
+        self.internal_readers: dict[str, Callable[[int], None]] = {}
 
     def _changed(self) -> None:
         self.version += 1
@@ -169,7 +171,11 @@ class TopicManager:
         return found
 
     def partition(self, name: str, index: int) -> PartitionLog | None:
-        topic = self.topics.get(name) or self.internal.get(name)
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = self.internal.get(name)
+            if topic is not None and name in self.internal_readers:
+                self.internal_readers[name](index)
         if topic is None or not 0 <= index < len(topic.partitions):
             return None
         return topic.partitions[index]

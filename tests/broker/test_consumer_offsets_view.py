@@ -19,8 +19,8 @@ from broker.coordinator import (
     OffsetCommitPartition,
     OffsetCommitTopic,
 )
+from broker.coordinator.records import OffsetTombstoneRecord
 from broker.log.consumer_offsets import COMPACT_SLACK, DELETE_RETENTION_MS, OffsetsTopic
-from broker.log.consumer_offsets_format import offset_commit_key
 from tests.support.coordinator_records import decode
 
 TOPIC = uuid.UUID(int=7)
@@ -29,6 +29,7 @@ CONFIG = CoordinatorConfig(offsets_partitions=1, initial_rebalance_delay_ms=0)
 
 def records(view: OffsetsTopic) -> list[tuple[int, str, dict[str, Any], dict[str, Any] | None]]:
     out = []
+    view.flush()  # what a reader's Fetch does first (TopicManager.partition)
     for batch in view.topic.partitions[0].batches:
         parsed = DefaultRecordBatch(batch.data)
         assert parsed.validate_crc()
@@ -105,7 +106,7 @@ def test_compaction_keeps_each_key_s_latest_record_and_drops_old_tombstones() ->
     latest = {k["partition"]: (o, v["offset"]) for o, _, k, v in kept if v}
     assert latest == {p: (o, o) for p, o in ((0, COMPACT_SLACK + 4), (1, COMPACT_SLACK + 3))}
     # a tombstone stays through compaction until delete.retention.ms has passed
-    view.append(0, (offset_commit_key("g", "t", 0), None))
+    sink(OffsetTombstoneRecord("g", "t", 0))
     view.flush()
     view.compact(0)
     assert any(v is None for *_, v in records(view))
