@@ -15,6 +15,7 @@ from broker.config import BrokerConfig, new_cluster_id
 from broker.connection import KafkaConnection
 from broker.coordinator import GroupCoordinator, LoopTimers
 from broker.listeners import Listener, advertised_address
+from broker.log.budget import MemoryBudget
 from broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
 from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
@@ -26,6 +27,7 @@ from broker.security.options import TLS_PROTOCOLS
 from broker.security.tls import TlsProtocol, server_context
 from broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
 from broker.storage.offsets_topic_state import OffsetsTopicState
+from broker.storage.options import default_max_memory_bytes
 from broker.transactions import open_transactions
 
 log = structlog.get_logger("kgroupd.server")
@@ -200,6 +202,10 @@ def open_broker(
     """Topics, producers and the coordinator, loaded from ``--data-dir`` when given."""
     topics = TopicManager()
     producers = ProducerStateManager()
+    if config.data_dir is None:
+        topics.budget = MemoryBudget(config.max_memory_bytes or default_max_memory_bytes())
+    else:
+        topics.budget = MemoryBudget(config.log_cache_bytes)
     if config.data_dir is None:
         create_startup_topics(config, topics)
         cluster_id = config.cluster_id or new_cluster_id()

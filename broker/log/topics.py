@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from broker.log.budget import MemoryBudget
 from broker.log.partition import PartitionLog, SegmentStore
 from protocol.errors import ErrorCode
 
@@ -137,6 +138,9 @@ class TopicManager:
         self.ids_by_bytes: dict[bytes, Topic] = {}  # the same, by the id's 16 bytes
         # Under --data-dir: segment files and topics.json (broker.storage.topic_store).
         self.store: TopicStore | None = None
+        # What the partitions' batches in memory count against: --max-memory-bytes in
+        # memory, --log-cache-bytes under --data-dir (broker.log.budget).
+        self.budget: MemoryBudget | None = None
         # Bumped on every create/delete/partition change, for metadata caches.
         self.version = 0
         # Called after every create/delete/partition change (the coordinator re-resolves
@@ -217,6 +221,8 @@ class TopicManager:
     ) -> Topic:
         topic = Topic(name, [], dict(configs or {}), topic_id or uuid.uuid4())
         topic.add_partitions(partitions)
+        for log in topic.partitions:
+            log.budget = self.budget
         self.topics[name] = topic
         self.ids[topic.topic_id] = topic
         self.ids_by_bytes[topic.topic_id.bytes] = topic
@@ -234,6 +240,7 @@ class TopicManager:
             self.ids_by_bytes.pop(topic.topic_id.bytes, None)
             self._changed()
             for log in topic.partitions:
+                log.release()
                 log._wake()
             if self.store is not None:
                 self.store.save_topics(self)
@@ -244,6 +251,8 @@ class TopicManager:
         topic = self.topics[name]
         before = len(topic.partitions)
         topic.add_partitions(total)
+        for log in topic.partitions[before:]:
+            log.budget = self.budget
         self._changed()
         if self.store is not None:
             for log in topic.partitions[before:]:
