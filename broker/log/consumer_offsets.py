@@ -32,6 +32,8 @@ import uuid
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import structlog
+
 from broker.coordinator.records import (
     BatchRecordSink,
     CommitEntries,
@@ -50,6 +52,8 @@ from broker.log.partition import PartitionLog, StoredBatch, now_ms
 from broker.log.topics import Topic
 from protocol.records import build_batch
 
+logger = structlog.get_logger("kgroupd.consumer_offsets")
+
 __all__ = ["OFFSETS_TOPIC", "OffsetsTopic", "offsets_topic_id"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -57,6 +61,7 @@ DELETE_RETENTION_MS = 86_400_000  # Kafka's delete.retention.ms
 COMPACT_SLACK = 1000  # records beyond twice the live keys before a partition is compacted
 RESERVE_BLOCK = 1 << 20  # offsets reserved on disk at a time (--data-dir)
 MAX_BATCH_RECORDS = 1000
+RETRY_RECORDS = 10_000  # records between attempts to reserve after a failed write
 
 # A record not yet encoded: (offset, identity, payload, timestamp). The identity is the
 # record's key: ("offset", group, topic, partition) for offset commits and their tombstones
@@ -128,6 +133,13 @@ class OffsetsTopic:
             log.log_start_offset = log.high_watermark = self._start[i]
             self.topic.partitions.append(log)
             self._parts.append(_Partition(log, self._start[i]))
+        if self._persist is not None:  # one write now, not one per partition's first record
+            wanted = [s + RESERVE_BLOCK for s in self._start]
+            try:
+                self._persist(wanted, False)
+                self._reserved = wanted
+            except OSError as exc:
+                logger.warning("consumer_offsets_reserve_failed", error=str(exc))
         for listener in self.on_create:
             listener()
 
@@ -157,9 +169,8 @@ class OffsetsTopic:
         part = self._parts[shard]
         offset = part.next
         part.next = offset + 1
-        if self._persist is not None and part.next > self._reserved[shard]:
-            self._reserved[shard] = part.next + RESERVE_BLOCK
-            self._persist(list(self._reserved), False)
+        if part.next > self._reserved[shard]:
+            self._reserve(shard, part.next)
         part.raw.append((offset, identity, payload, ts))
         part.latest[identity] = offset
         if len(part.raw) > 2 * len(part.latest) + COMPACT_SLACK:
@@ -191,13 +202,31 @@ class OffsetsTopic:
             latest[identity] = offset
             offset += 1
         part.next = offset
-        if self._persist is not None and offset > self._reserved[shard]:
-            self._reserved[shard] = offset + RESERVE_BLOCK
-            self._persist(list(self._reserved), False)
+        if offset > self._reserved[shard]:
+            self._reserve(shard, offset)
         if len(raw) > 2 * len(latest) + COMPACT_SLACK:
             part.raw = [r for r in raw if latest.get(r[1]) == r[0]]
         if part.log.waiters:
             part.log._wake()
+
+    def _reserve(self, shard: int, offset: int) -> None:
+        """Offsets handed out pass what is reserved on disk: reserve the next block (for
+        ``shard``, or for every partition at creation). A write that fails is logged and
+        retried at the next record; the records themselves are the coordinator log's job."""
+        if self._persist is None:
+            self._reserved[shard] = max(self._reserved[shard], offset)
+            return
+        wanted = list(self._reserved)
+        wanted[shard] = offset + RESERVE_BLOCK
+        try:
+            self._persist(wanted, False)
+        except OSError as exc:
+            # retried after RETRY_RECORDS more (one line each time, not one per record);
+            # a crash before a write succeeds may hand those offsets out again
+            logger.warning("consumer_offsets_reserve_failed", error=str(exc))
+            self._reserved[shard] = offset + RETRY_RECORDS
+            return
+        self._reserved = wanted
 
     def materialize(self, index: int) -> None:
         """Encode what partition ``index`` was handed since it was last read."""
