@@ -1,4 +1,5 @@
-"""``kgroupd``: run the broker (``python -m broker`` is the same)."""
+"""``kgroupd``: run the broker (``python -m broker`` is the same); ``kgroupd groups ...`` and
+``kgroupd topics ...`` are the admin tools (``broker.admin``)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,15 @@ def run(coro: Coroutine[Any, Any, None]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] in (["groups"], ["topics"]):  # the admin tools, never on the serving path
+        from broker.admin import main as admin_main
+
+        return admin_main(args)
+    if "-h" in args or "--help" in args:
+        from broker.admin import TOOLS_HELP
+
+        print(TOOLS_HELP)
     try:
         config = load_config(argv)
     except ConfigError as exc:

@@ -19,6 +19,7 @@ from broker import group_options, http_options
 from broker.listeners import Listener, ListenerError, build_listeners
 from broker.log.topics import TopicError, validate_topic_name
 from broker.security import options as security_options
+from broker.storage import options as storage_options
 
 
 def new_cluster_id() -> str:
@@ -113,6 +114,8 @@ class BrokerConfig:
     fsync_interval_ms: int = 1000
     recover: bool = False
     snapshot_log_bytes: int = 64 * 1024 * 1024
+    log_cache_bytes: int = storage_options.DEFAULT_LOG_CACHE_BYTES  # with --data-dir
+    max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
     # the HTTP listener and metrics (broker.http_options)
     http: bool = True
     http_host: str | None = None  # None: the first Kafka listener's host
@@ -253,26 +256,7 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         str,
         "directory for committed offsets, group state and topic data (unset: everything in memory)",
     ),
-    (
-        "--fsync",
-        "fsync",
-        str,
-        "when acknowledged writes reach the disk: always (before the answer), interval "
-        "(every --fsync-interval-ms) or never (left to the OS); needs --data-dir [always]",
-    ),
-    (
-        "--fsync-interval-ms",
-        "fsync_interval_ms",
-        _at_least_one,
-        "fsync period for --fsync interval",
-    ),
-    (
-        "--snapshot-log-bytes",
-        "snapshot_log_bytes",
-        _at_least_one,
-        "the size of the coordinator log (shared by every group and transaction shard) that "
-        "starts a new log and a snapshot of each shard written to since the last one",
-    ),
+    *storage_options.OPTIONS,
     ("--log-format", "log_format", str, "json or console (default: json off a TTY)"),
     ("--log-level", "log_level", str, "debug, info, warning or error"),
     (

@@ -97,7 +97,7 @@ class KafkaConnection(asyncio.Protocol):
         self.waiting: asyncio.Future[Any] | None = None
         # Answers that may not be sent yet, in order: (the fsync each waits for, or None
         # for an answer that only waits for those before it, framed bytes).
-        self.held: deque[tuple[asyncio.Future[None] | None, list[bytes]]] = deque()
+        self.held: deque[tuple[asyncio.Future[None] | None, list[bytes | memoryview]]] = deque()
         self._watched: asyncio.Future[None] | None = None
         self.close_when_done = False
         self.write_paused = False
@@ -221,7 +221,7 @@ class KafkaConnection(asyncio.Protocol):
     # request handling --------------------------------------------------------------------
 
     def _run(self) -> None:
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         queue = self.queue
         held = self.held
         while queue and self.waiting is None and not self.closing:
@@ -292,7 +292,7 @@ class KafkaConnection(asyncio.Protocol):
         self._flow()
         return True
 
-    def _hold(self, until: asyncio.Future[None] | None, framed: list[bytes]) -> None:
+    def _hold(self, until: asyncio.Future[None] | None, framed: list[bytes | memoryview]) -> None:
         held = self.held
         if until is None and held and held[-1][0] is None:
             held[-1][1].extend(framed)
@@ -307,7 +307,7 @@ class KafkaConnection(asyncio.Protocol):
         if self.closing:
             return
         held = self.held
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         while held:
             until, framed = held[0]
             if until is not None:
@@ -332,14 +332,14 @@ class KafkaConnection(asyncio.Protocol):
         else:
             self._close_if_done()
 
-    def _send(self, framed: list[bytes]) -> None:
+    def _send(self, framed: list[bytes | memoryview]) -> None:
         """Write now, or queue behind held answers."""
         if self.held:
             self._hold(None, framed)
         else:
             self._write_out(framed)
 
-    def _write_out(self, chunks: list[bytes]) -> None:
+    def _write_out(self, chunks: list[bytes | memoryview]) -> None:
         if self.transport is None:
             return
         try:
@@ -580,7 +580,7 @@ def _gate(access: Access, api_key: int, request: Any) -> ErrorCode | None:
 class _HeldAnswer:
     __slots__ = ("framed", "until")
 
-    def __init__(self, until: asyncio.Future[None], framed: list[bytes]) -> None:
+    def __init__(self, until: asyncio.Future[None], framed: list[bytes | memoryview]) -> None:
         self.until = until
         self.framed = framed
 

@@ -16,6 +16,8 @@ from broker.connection import KafkaConnection
 from broker.coordinator import GroupCoordinator, LoopTimers
 from broker.http import HttpListener
 from broker.listeners import Listener, advertised_address
+from broker.log.budget import MemoryBudget
+from broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
 from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
@@ -26,6 +28,8 @@ from broker.security.credentials import SecuritySetupError, open_store
 from broker.security.options import TLS_PROTOCOLS
 from broker.security.tls import TlsProtocol, server_context
 from broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
+from broker.storage.offsets_topic_state import OffsetsTopicState
+from broker.storage.options import default_max_memory_bytes
 from broker.transactions import open_transactions
 
 log = structlog.get_logger("kgroupd.server")
@@ -200,6 +204,7 @@ class KafkaServer:
         self.broker.transactions.shutdown()
         if self.broker.durability is not None:
             await self.broker.durability.close()
+            self.broker.offsets_topic.close()
         else:
             self.broker.coordinator.shutdown()
         self.timers.cancel_all()
@@ -260,13 +265,22 @@ def open_broker(
     topics = TopicManager()
     producers = ProducerStateManager()
     if config.data_dir is None:
+        topics.budget = MemoryBudget(config.max_memory_bytes or default_max_memory_bytes())
+    else:
+        topics.budget = MemoryBudget(config.log_cache_bytes)
+    if config.data_dir is None:
         create_startup_topics(config, topics)
+        cluster_id = config.cluster_id or new_cluster_id()
+        offsets = offsets_topic(topics, cluster_id, config.offsets_partitions)
         coordinator = GroupCoordinator(
-            coordinator_config(config), timers, config.node_id, topics=TopicsOf(topics)
+            coordinator_config(config),
+            timers,
+            config.node_id,
+            lambda p: offsets.sink(p, None),
+            topics=TopicsOf(topics),
         )
         topics.listeners.append(coordinator.on_topics_changed)
         transactions = open_transactions(config, timers, topics, producers, coordinator)
-        cluster_id = config.cluster_id or new_cluster_id()
         credentials = open_store(None, config.sasl_users)
         return (
             Broker(
@@ -278,6 +292,7 @@ def open_broker(
                 transactions,
                 credentials,
                 authorizer=authorizer_for(config),
+                offsets_topic=offsets,
             ),
             lambda: None,
         )
@@ -286,12 +301,21 @@ def open_broker(
     durability = Durability(config, loop)
     cluster_id, records = durability.open(topics, producers)
     create_startup_topics(config, topics)
+    state = OffsetsTopicState(config.data_dir, config.offsets_partitions)
+    start = state.load()
+    offsets = offsets_topic(topics, cluster_id, config.offsets_partitions, start, state.save)
     coordinator = GroupCoordinator(
-        coordinator_config(config), timers, config.node_id, durability.sink_for, TopicsOf(topics)
+        coordinator_config(config),
+        timers,
+        config.node_id,
+        lambda p: offsets.sink(p, durability.sink_for(p)),
+        TopicsOf(topics),
     )
     topics.listeners.append(coordinator.on_topics_changed)
     transactions = open_transactions(config, timers, topics, producers, coordinator, durability)
     finish = durability.attach(coordinator, records, transactions)
+    if start is not None or any(s.groups or s.consumer_groups for s in coordinator.shards):
+        offsets.create()  # the topic existed, or groups do
     credentials = open_store(config.data_dir, config.sasl_users)
     broker = Broker(
         config,
@@ -303,8 +327,28 @@ def open_broker(
         credentials,
         durability,
         authorizer_for(config),
+        offsets,
     )
     return broker, finish
+
+
+def offsets_topic(
+    topics: TopicManager,
+    cluster_id: str,
+    partitions: int,
+    start: list[int] | None = None,
+    persist: Callable[[list[int], bool], None] | None = None,
+) -> OffsetsTopic:
+    """``__consumer_offsets``, listed among the internal topics once created."""
+    offsets = OffsetsTopic(cluster_id, partitions, start, persist)
+
+    def created() -> None:
+        topics.internal[OFFSETS_TOPIC] = offsets.topic
+        topics.internal_readers[OFFSETS_TOPIC] = offsets.materialize
+        topics.version += 1  # metadata caches
+
+    offsets.on_create.append(created)
+    return offsets
 
 
 def authorizer_for(config: BrokerConfig) -> Authorizer | None:

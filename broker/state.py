@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig
 from broker.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.txn import TransactionCoordinator
+from broker.log.consumer_offsets import OffsetsTopic
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
 from broker.security.acls import Authorizer
@@ -34,6 +35,7 @@ class Broker:
         credentials: CredentialStore,
         durability: Durability | None = None,
         authorizer: Authorizer | None = None,
+        offsets_topic: OffsetsTopic | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -48,6 +50,8 @@ class Broker:
         self.advertised_port = config.advertised_port or config.port
         # Under --data-dir: broker.storage.durability.Durability.
         self.durability = durability
+        # __consumer_offsets, the coordinator's records as Kafka shows them
+        self.offsets_topic = offsets_topic or OffsetsTopic(cluster_id, config.offsets_partitions)
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
         # What the hot path counts for /metrics (broker.metrics); None under --no-metrics
         self.stats: BrokerStats | None = None

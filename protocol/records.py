@@ -199,3 +199,39 @@ def _read_zigzag(data: bytes, pos: int) -> tuple[int, int]:
 
 def _skip_varint(data: bytes, pos: int) -> int:
     return _read_zigzag(data, pos)[1]
+
+
+def build_batch(records: list[tuple[int, bytes, bytes | None, int]]) -> bytes:
+    """A magic-2 batch (uncompressed, no producer) of ``(offset, key, value or None,
+    timestamp ms)`` records in offset order; offsets may have gaps (a compacted log's), the
+    base offset is the first record's."""
+    base, base_ts = records[0][0], min(r[3] for r in records)
+    body = bytearray()
+    for offset, key, value, ts in records:
+        rec = bytearray(b"\x00")  # record attributes
+        rec += _zigzag(ts - base_ts)
+        rec += _zigzag(offset - base)
+        rec += _zigzag(len(key)) + key
+        rec += _zigzag(-1) if value is None else _zigzag(len(value)) + value
+        rec += _zigzag(0)  # headers
+        body += _zigzag(len(rec)) + rec
+    batch = bytearray(
+        _HEADER.pack(
+            base,
+            HEADER_SIZE - 12 + len(body),
+            0,
+            2,
+            0,
+            0,
+            records[-1][0] - base,
+            base_ts,
+            max(r[3] for r in records),
+            -1,
+            -1,
+            -1,
+            len(records),
+        )
+    )
+    batch += body
+    _CRC.pack_into(batch, 17, crc32c(memoryview(batch)[21:]))
+    return bytes(batch)

@@ -180,6 +180,13 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> Field
             "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
             "error_message": "Authorization failed.",
         }
+    if name in topics.internal:
+        return {
+            "name": name,
+            "topic_id": topic_id,
+            "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION),
+            "error_message": f"Topic {name} is an internal topic and cannot be deleted.",
+        }
     topic = topics.delete(name)
     if topic is None:
         return {
@@ -225,6 +232,9 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
         code, message = ErrorCode.NONE, None
         if ctx.denies(TOPIC_ALTER, name):
             code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        elif name in topics.internal:
+            code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            message = f"Cannot add partitions to internal topic {name}."
         elif topic is None:
             code, message = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -21,6 +21,7 @@ import re
 from collections import Counter
 
 from broker.handlers.registry import Fields, RequestContext, handler
+from broker.log.partition import now_ms
 from broker.log.topics import TOPIC_CONFIGS, TopicError, validate_configs, validate_topic_name
 from broker.security.acls import CLUSTER_NAME
 from broker.security.rules import CLUSTER_ALTER_CONFIGS, TOPIC_ALTER_CONFIGS
@@ -113,6 +114,9 @@ def _check_broker(ctx: RequestContext, name: str, changed: list[str]) -> None:
         raise _refuse(f"Cannot update these configs dynamically: Set({', '.join(changed)})")
 
 
+_RETENTION = ("retention.ms", "retention.bytes")
+
+
 def _alter_topic(
     ctx: RequestContext, name: str, configs: list[Fields], incremental: bool, validate_only: bool
 ) -> None:
@@ -130,8 +134,15 @@ def _alter_topic(
     if topic is None:
         raise _refuse(f"The topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not validate_only and checked != topic.configs:
+        before = [topic.config(k) for k in _RETENTION]
         topics.set_configs(name, checked)
         ctx.log.info("topic_configs_altered", topic=name, configs=checked)
+        if [topic.config(k) for k in _RETENTION] != before:
+            # as Kafka's dynamic config update: a changed retention applies at once, not
+            # only at the next --log-retention-check-interval-ms pass
+            dropped = topics.apply_retention(now_ms(), only=name)
+            if dropped:
+                ctx.log.info("retention", topic=name, batches_deleted=dropped)
 
 
 def _apply_ops(current: dict[str, str], configs: list[Fields]) -> dict[str, str | None]:

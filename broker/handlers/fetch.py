@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from broker.handlers.registry import Fields, RequestContext, handler
@@ -88,7 +89,7 @@ class FetchPlan:
             for index, offset, part_max, epoch in parts:
                 log = None if name is None or denied else topics_mgr.partition(name, index)
                 code = ErrorCode.NONE
-                records: list[bytes] = []
+                records: Sequence[bytes | memoryview] = []
                 aborted: list[tuple[int, int]] | None = None
                 if denied:
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -141,7 +142,7 @@ class FetchPlan:
         return found
 
 
-def _next_offset(batch: bytes) -> int:
+def _next_offset(batch: bytes | memoryview) -> int:
     header = parse_header(batch)
     return header.base_offset + header.last_offset_delta + 1
 

@@ -88,6 +88,8 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
         code, message = ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
     elif not broker.coordinator.coordinator_for(key).owned:
         code = ErrorCode.NOT_COORDINATOR
+    else:
+        broker.offsets_topic.create()  # as Kafka creates __consumer_offsets on first use
     if code:
         return {
             "key": key,

@@ -3,10 +3,12 @@
 v1: null topics means all (v0: empty means all), controller id, rack, is_internal.
 v2: cluster id. v3: throttle time. v4: allow_auto_topic_creation. v5: offline replicas.
 v7: leader epoch. ``__transaction_state`` is listed (internal) once a transactional id was
-used. v8: authorized operations when asked (with no authorizer, every operation
-Kafka defines on a topic, or on the cluster up to v10). v9: flexible. v10: topic ids, and
-topics asked for by id (an unknown id: UNKNOWN_TOPIC_ID). v12: a null name in the answer for
-a topic asked for by unknown id. v13: a top-level error code.
+used, ``__consumer_offsets`` once created (the first FindCoordinator, a Metadata request
+naming it with auto creation allowed, or a data dir with groups). v8: authorized
+operations when asked (with no authorizer, every operation Kafka defines on a topic, or on
+the cluster up to v10). v9: flexible. v10: topic ids, and topics asked for by id (an
+unknown id: UNKNOWN_TOPIC_ID). v12: a null name in the answer for a topic asked for by
+unknown id. v13: a top-level error code.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from broker.handlers.authorized import (
     authorized,
 )
 from broker.handlers.registry import Fields, RequestContext, handler
+from broker.log.consumer_offsets import OFFSETS_TOPIC
 from broker.log.topics import Topic, TopicError, validate_topic_name
 from broker.security.acls import CLUSTER_NAME, ResourceType
 from broker.security.rules import CLUSTER_CREATE, TOPIC_CREATE, TOPIC_DESCRIBE
@@ -33,7 +36,7 @@ def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUEST
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
-        "is_internal": False,
+        "is_internal": topic.name in ctx.broker.topics.internal,
         "partitions": [
             {
                 "error_code": 0,
@@ -112,6 +115,11 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
             for t in topics_mgr.topics.values()
             if not ctx.denies(TOPIC_DESCRIBE, t.name)
         ]
+        entries.extend(
+            topic_entry(ctx, t, _ops(ctx, t.name, ops))
+            for t in topics_mgr.internal.values()
+            if not ctx.denies(TOPIC_DESCRIBE, t.name)
+        )
         if broker.transactions.used and not ctx.denies(TOPIC_DESCRIBE, TRANSACTION_STATE):
             entries.append(transaction_state_entry(ctx, _ops(ctx, TRANSACTION_STATE, ops)))
     else:
@@ -179,7 +187,9 @@ def _by_name(ctx: RequestContext, name: str, allow_auto: bool, ops: int) -> Fiel
     ops = _ops(ctx, name, ops)
     if name == TRANSACTION_STATE:  # internal: never a data topic
         return transaction_state_entry(ctx, ops)
-    topic = broker.topics.get(name)
+    if name == OFFSETS_TOPIC and allow_auto:  # Kafka creates it when asked for
+        broker.offsets_topic.create()
+    topic = broker.topics.get(name) or broker.topics.internal.get(name)
     if topic is None and broker.config.auto_create_topics and allow_auto:
         if not _may_create(ctx, name):
             return error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)

@@ -53,11 +53,9 @@ def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
         return max_timestamp_offset(log)
-    found = log.offset_for_timestamp(timestamp)
-    if found is None:
+    stored = log.batch_at_timestamp(timestamp)
+    if stored is None:
         return -1, -1
-    _, i = found
-    stored = log.batches[i]
     batch = DefaultRecordBatch(bytearray(stored.data))
     if batch.timestamp_type == 1:  # LogAppendTime: every record carries the batch time
         return max(stored.base_offset, log.log_start_offset), stored.max_timestamp
@@ -71,7 +69,7 @@ def max_timestamp_offset(log: PartitionLog) -> tuple[int, int]:
     """ListOffsets -3: the offset and timestamp of the record with the largest timestamp
     (the first such record); (-1, -1) for an empty log."""
     best: tuple[int, int] = (-1, -1)
-    for stored in log.batches:
+    for stored in log.max_timestamp_batches():
         if stored.max_timestamp <= best[1] and best[0] >= 0:
             continue
         batch = DefaultRecordBatch(bytearray(stored.data))

@@ -228,6 +228,10 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
                 )
             elif acks not in (0, 1, -1):
                 parts.append(_part(index, ErrorCode.INVALID_REQUIRED_ACKS))
+            elif (topic.name if topic is not None else t["name"]) in topics_mgr.internal:
+                name = topic.name if topic is not None else t["name"]
+                message = f"Cannot append to internal topic {name}"  # Kafka's ReplicaManager
+                parts.append(_part(index, ErrorCode.INVALID_TOPIC_EXCEPTION, message=message))
             elif topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(_part(index, code))

@@ -1,13 +1,24 @@
-"""An in-memory partition log: record batches as bytes, indexed by base offset."""
+"""A partition log: record batches as bytes, indexed by base offset.
+
+In memory (no --data-dir) ``batches`` is the whole log, bounded by ``--max-memory-bytes``
+(``budget``: the oldest batches are deleted first). Under --data-dir the log lives in its
+segment files (``store``) and ``batches`` is only the cached tail: the newest batches,
+contiguous up to the high watermark, bounded by ``--log-cache-bytes`` shared by every
+partition; older offsets are read from the files.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import structlog
+
+from broker.log.budget import MemoryBudget
 from broker.log.txn import TxnIndex
 from protocol.records import (
     TRANSACTIONAL_BIT,
@@ -26,6 +37,24 @@ class SegmentStore(Protocol):
 
     def delete_below(self, log_start_offset: int) -> int: ...
 
+    def read(
+        self, offset: int, max_bytes: int, at_least_one: bool, below: int | None
+    ) -> tuple[list[memoryview], int]: ...
+
+    def retention_start(
+        self, retention_ms: int, retention_bytes: int, now_ms: int
+    ) -> int | None: ...
+
+    def batch_at_timestamp(self, timestamp: int, log_start: int) -> StoredBatch | None: ...
+
+    def max_timestamp_batch(self) -> StoredBatch | None: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+log_events = structlog.get_logger("kgroupd.log")
+
 
 @dataclass(slots=True)
 class StoredBatch:
@@ -36,7 +65,7 @@ class StoredBatch:
     data: bytes
 
 
-@dataclass
+@dataclass(eq=False)
 class PartitionLog:
     topic: str
     partition: int
@@ -50,6 +79,8 @@ class PartitionLog:
     store: SegmentStore | None = None
     # Open and aborted transactions (rebuilt from the batches at start-up).
     txn: TxnIndex = field(default_factory=TxnIndex)
+    # The memory bound (in memory) or the cache (under --data-dir) the batches count against.
+    budget: MemoryBudget | None = None
 
     def append(self, batch: bytes, header: BatchHeader, now_ms: int) -> int:
         """Store ``batch`` (already carrying its base offset); returns that offset."""
@@ -57,12 +88,15 @@ class PartitionLog:
         last = base + header.last_offset_delta
         if self.store is not None:
             self.store.append(batch, base, last)
-        self.batches.append(StoredBatch(base, last, header.max_timestamp, now_ms, batch))
+        stored = StoredBatch(base, last, header.max_timestamp, now_ms, batch)
+        self.batches.append(stored)
         self._bases.append(base)
         self.high_watermark = last + 1
         self.size_bytes += len(batch)
         if header.attributes & TRANSACTIONAL_BIT:
             self.txn.on_batch(header, base, batch)
+        if self.budget is not None:
+            self.budget.added(self, stored)
         self._wake()
         return base
 
@@ -81,7 +115,7 @@ class PartitionLog:
         return self.txn.last_stable_offset(self.high_watermark)
 
     def restore(self, batch: bytes, header: BatchHeader) -> None:
-        """Start-up: a batch read back from a segment, at the offsets it was stored with."""
+        """Start-up: a batch read back at the offsets it was stored with (in memory)."""
         base = header.base_offset
         last = base + header.last_offset_delta
         self.batches.append(
@@ -116,19 +150,22 @@ class PartitionLog:
 
     def read_chunks(
         self, offset: int, max_bytes: int, at_least_one: bool, below: int | None = None
-    ) -> tuple[list[bytes], int]:
+    ) -> tuple[Sequence[bytes | memoryview], int]:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``, as the stored
-        objects (never copied: the response is written with them as they are).
+        objects (never copied: the response is written with them as they are), or under
+        --data-dir, below the cached tail, as views of what was read from the segment file.
 
         With ``at_least_one`` the first batch is returned even when it alone is larger,
         so a consumer always makes progress. ``below`` stops at the first batch starting at
         or after it (read_committed reads below the last stable offset). Returns the batches
         and their total size.
         """
+        batches = self.batches
+        if self.store is not None and (not batches or offset < batches[0].base_offset):
+            return self.store.read(offset, max_bytes, at_least_one, below)
         i = self.find(offset)
         parts: list[bytes] = []
         total = 0
-        batches = self.batches
         while i < len(batches):
             if below is not None and batches[i].base_offset >= below:
                 break
@@ -140,54 +177,119 @@ class PartitionLog:
             i += 1
         return parts, total
 
+    def _drop_head(self, k: int) -> int:
+        """Forget the ``k`` oldest batches held in memory; returns their size."""
+        if k <= 0:
+            return 0
+        freed = sum(len(b.data) for b in self.batches[:k])
+        del self.batches[:k]
+        del self._bases[:k]
+        if self.store is None:
+            self.size_bytes -= freed
+        return freed
+
+    def _drop_cached_below(self, offset: int) -> None:
+        """Forget the held batches wholly below ``offset`` (the newest stays in memory)."""
+        k = 0
+        keep = 1 if self.store is None else 0
+        while k < len(self.batches) - keep and self.batches[k].last_offset < offset:
+            k += 1
+        freed = self._drop_head(k)
+        if self.budget is not None:
+            self.budget.removed(freed)
+
+    def evictable(self, k: int) -> bool:
+        """Whether the budget may take the ``k``-th held batch (in memory, never the newest:
+        as Kafka keeps the active segment)."""
+        return self.store is not None or k < len(self.batches) - 1
+
+    def evict(self, k: int) -> int:
+        """The budget takes the ``k`` oldest held batches: under --data-dir they stay in the
+        files; in memory they are deleted (the log start offset moves past them)."""
+        if self.store is not None:
+            return self._drop_head(k)
+        freed = self._drop_head(k)
+        start = max(self.log_start_offset, self.batches[0].base_offset)
+        log_events.warning(
+            "memory_bound_deleted",
+            topic=self.topic,
+            partition=self.partition,
+            batches=k,
+            bytes=freed,
+            log_start_offset=start,
+        )
+        self.log_start_offset = start
+        self.txn.trim(start)
+        return freed
+
+    def release(self) -> None:
+        """The topic is deleted: its held batches leave the budget."""
+        freed = self._drop_head(len(self.batches))
+        if self.budget is not None:
+            self.budget.removed(freed)
+
     def drop_below(self, log_start_offset: int) -> None:
         """Start-up: forget batches wholly below a checkpointed log start offset."""
-        while len(self.batches) > 1 and self.batches[0].last_offset < log_start_offset:
-            head = self.batches.pop(0)
-            self._bases.pop(0)
-            self.size_bytes -= len(head.data)
+        self._drop_cached_below(log_start_offset)
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         self.txn.trim(self.log_start_offset)
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """First batch whose max timestamp reaches ``timestamp``: (base offset, batch index)."""
+    def batch_at_timestamp(self, timestamp: int) -> StoredBatch | None:
+        """The first batch whose max timestamp reaches ``timestamp``."""
+        if self.store is not None:
+            return self.store.batch_at_timestamp(timestamp, self.log_start_offset)
         for i in range(self.find(self.log_start_offset), len(self.batches)):
             b = self.batches[i]
             if b.max_timestamp >= timestamp:
-                return b.base_offset, i
+                return b
         return None
 
-    def max_timestamp_batch(self) -> StoredBatch | None:
-        best: StoredBatch | None = None
-        for b in self.batches:
-            if best is None or b.max_timestamp > best.max_timestamp:
-                best = b
-        return best
+    def max_timestamp_batches(self) -> list[StoredBatch]:
+        """The batches ListOffsets MAX_TIMESTAMP looks in: every batch in memory; under
+        --data-dir the first batch with the largest timestamp (each segment keeps it)."""
+        if self.store is None:
+            return self.batches
+        found = self.store.max_timestamp_batch()
+        return [] if found is None else [found]
 
     def apply_retention(self, retention_ms: int, retention_bytes: int, now_ms: int) -> int:
-        """Drop whole batches from the head; returns how many were dropped.
+        """Drop whole batches (in memory) or whole segments (under --data-dir, as Kafka)
+        from the head; returns how many were dropped.
 
-        The newest batch always stays, as Kafka keeps the active segment.
+        The newest batch (the active segment) always stays.
         """
+        if self.store is not None:
+            start = self.store.retention_start(retention_ms, retention_bytes, now_ms)
+            if start is None or start <= self.log_start_offset:
+                return 0
+            self.log_start_offset = start
+            dropped = self.store.delete_below(start)
+            self.size_bytes = self.store.size
+            self._drop_cached_below(start)
+            self.txn.trim(start)
+            return dropped
         dropped = 0
-        while len(self.batches) > 1:
-            head = self.batches[0]
+        while len(self.batches) - dropped > 1:
+            head = self.batches[dropped]
             # Kafka ages a segment by the largest record timestamp in it.
             too_old = retention_ms >= 0 and now_ms - head.max_timestamp > retention_ms
             too_big = retention_bytes >= 0 and self.size_bytes > retention_bytes
             if not (too_old or too_big):
                 break
-            self.batches.pop(0)
-            self._bases.pop(0)
             self.size_bytes -= len(head.data)
-            # never back (DeleteRecords moves the start inside a batch it keeps)
-            self.log_start_offset = max(self.log_start_offset, self.batches[0].base_offset)
             dropped += 1
         if dropped:
+            self.size_bytes += self._drop_head_removed(dropped)
+            # never back (DeleteRecords moves the start inside a batch it keeps)
+            self.log_start_offset = max(self.log_start_offset, self.batches[0].base_offset)
             self.txn.trim(self.log_start_offset)
-        if dropped and self.store is not None:
-            self.store.delete_below(self.log_start_offset)
         return dropped
+
+    def _drop_head_removed(self, k: int) -> int:
+        freed = self._drop_head(k)
+        if self.budget is not None:
+            self.budget.removed(freed)
+        return freed
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (at most the high
@@ -196,14 +298,12 @@ class PartitionLog:
         Returns the log start offset (the low watermark)."""
         if offset <= self.log_start_offset:
             return self.log_start_offset
-        while len(self.batches) > 1 and self.batches[0].last_offset < offset:
-            head = self.batches.pop(0)
-            self._bases.pop(0)
-            self.size_bytes -= len(head.data)
+        self._drop_cached_below(offset)
         self.log_start_offset = offset
         self.txn.trim(offset)
         if self.store is not None:
             self.store.delete_below(offset)
+            self.size_bytes = self.store.size
         return offset
 
     def wait_for_data(self) -> asyncio.Future[None]:

@@ -93,6 +93,14 @@ class ProducerStateManager:
         producer state from the log), and never hand out an id seen before."""
         for topic in topics.topics.values():
             for log in topic.partitions:
+                loaded = getattr(log.store, "loaded_producers", None)
+                if loaded is not None:  # under --data-dir: as the index files and tail had it
+                    for pid, epoch, seqs in loaded:
+                        for first, last, base in seqs:
+                            self.record(pid, epoch, topic.name, log.partition, first, last, base)
+                        self._next_id = max(self._next_id, pid + 1)
+                    loaded.clear()
+                    continue
                 for stored in log.batches:
                     h = parse_header(stored.data)
                     if h.producer_id < 0:
@@ -107,6 +115,17 @@ class ProducerStateManager:
                         stored.base_offset,
                     )
                     self._next_id = max(self._next_id, h.producer_id + 1)
+
+    def entries(
+        self, topic: str, partition: int
+    ) -> list[tuple[int, int, list[tuple[int, int, int]]]]:
+        """(producer id, epoch, [(first sequence, last sequence, base offset), ...]) of every
+        producer with state in a partition (for its segment's index file)."""
+        return [
+            (pid, state.epoch, [(b.first_seq, b.last_seq, b.base_offset) for b in state.batches])
+            for (pid, t, p), state in self._state.items()
+            if t == topic and p == partition
+        ]
 
     def active(self, topic: str, partition: int) -> list[tuple[int, int, int]]:
         """(producer id, epoch, last sequence) of the producers with state in a partition."""

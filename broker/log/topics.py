@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from broker.log.budget import MemoryBudget
 from broker.log.partition import PartitionLog, SegmentStore
 from protocol.errors import ErrorCode
 
@@ -137,11 +138,20 @@ class TopicManager:
         self.ids_by_bytes: dict[bytes, Topic] = {}  # the same, by the id's 16 bytes
         # Under --data-dir: segment files and topics.json (broker.storage.topic_store).
         self.store: TopicStore | None = None
+        # What the partitions' batches in memory count against: --max-memory-bytes in
+        # memory, --log-cache-bytes under --data-dir (broker.log.budget).
+        self.budget: MemoryBudget | None = None
         # Bumped on every create/delete/partition change, for metadata caches.
         self.version = 0
         # Called after every create/delete/partition change (the coordinator re-resolves
         # consumer groups' subscriptions).
         self.listeners: list[Callable[[], None]] = []
+        # Internal topics served from the broker's own state (``__consumer_offsets``): read
+        # by Fetch and ListOffsets (``partition``, ``by_id``), never in ``topics``, so
+        # produce, deletion, subscriptions and the data-dir's topic table never see them.
+        self.internal: dict[str, Topic] = {}
+        # name -> called with a partition index before that partition is read
+        self.internal_readers: dict[str, Callable[[int], None]] = {}
 
     def _changed(self) -> None:
         self.version += 1
@@ -157,10 +167,19 @@ class TopicManager:
 
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         """The topic with this id (a recreated topic has a new one)."""
-        return self.ids.get(topic_id)
+        found = self.ids.get(topic_id)
+        if found is None:
+            for topic in self.internal.values():
+                if topic.topic_id == topic_id:
+                    return topic
+        return found
 
     def partition(self, name: str, index: int) -> PartitionLog | None:
         topic = self.topics.get(name)
+        if topic is None:
+            topic = self.internal.get(name)
+            if topic is not None and name in self.internal_readers:
+                self.internal_readers[name](index)
         if topic is None or not 0 <= index < len(topic.partitions):
             return None
         return topic.partitions[index]
@@ -202,6 +221,8 @@ class TopicManager:
     ) -> Topic:
         topic = Topic(name, [], dict(configs or {}), topic_id or uuid.uuid4())
         topic.add_partitions(partitions)
+        for log in topic.partitions:
+            log.budget = self.budget
         self.topics[name] = topic
         self.ids[topic.topic_id] = topic
         self.ids_by_bytes[topic.topic_id.bytes] = topic
@@ -219,6 +240,7 @@ class TopicManager:
             self.ids_by_bytes.pop(topic.topic_id.bytes, None)
             self._changed()
             for log in topic.partitions:
+                log.release()
                 log._wake()
             if self.store is not None:
                 self.store.save_topics(self)
@@ -229,6 +251,8 @@ class TopicManager:
         topic = self.topics[name]
         before = len(topic.partitions)
         topic.add_partitions(total)
+        for log in topic.partitions[before:]:
+            log.budget = self.budget
         self._changed()
         if self.store is not None:
             for log in topic.partitions[before:]:
@@ -244,9 +268,10 @@ class TopicManager:
             self.store.set_segment_bytes(name, int(topic.config("segment.bytes")))
             self.store.save_topics(self)
 
-    def apply_retention(self, now_ms: int) -> int:
+    def apply_retention(self, now_ms: int, only: str | None = None) -> int:
+        """One retention pass over every topic (or only the topic ``only``)."""
         dropped = 0
-        for topic in self.topics.values():
+        for topic in self.topics.values() if only is None else [self.topics[only]]:
             retention_ms = int(topic.config("retention.ms"))
             retention_bytes = int(topic.config("retention.bytes"))
             for log in topic.partitions:

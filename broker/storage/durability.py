@@ -79,6 +79,7 @@ class Durability:
         self.topic_store.load(topics)
         topics.store = self.topic_store
         producers.restore_from(topics)
+        self.topic_store.producers = producers
         self.coordinator_store = CoordinatorStore(
             self.datadir.path,
             c.offsets_partitions,

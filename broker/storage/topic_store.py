@@ -1,18 +1,24 @@
 """Topic data on disk: ``topics.json`` and one directory of segment files per partition.
 
 A segment is the partition's record batches back to back, exactly as stored (base offset
-rewritten), named after its first offset. Batches are self-delimiting and carry their own
-CRC-32C, so start-up rebuilds the in-memory offset index by reading batch headers, cutting
-a torn tail and refusing (or, with ``--recover``, cutting at) damage elsewhere. Retention
-deletes whole segments once every batch in them is below the log start offset.
+rewritten), named after its first offset, with its index file beside it
+(``broker.storage.segment``). Reads below the cached tail are served from the files
+(``os.pread``, at most ``READ_CAP`` a partition per fetch, on the event loop: the page cache
+does the rest). Start-up reads the index files and the tail after the last one
+(``broker.storage.segment_recovery``). Retention deletes whole segments, as Kafka: the
+oldest while older than retention.ms or while the log without them still holds
+retention.bytes; DeleteRecords deletes those wholly below the new log start offset.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
 import uuid
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,21 +28,49 @@ import structlog
 from broker.storage.entries import StorageError
 from broker.storage.fileio import fsync_dir, write_all
 from broker.storage.fsync import FsyncWorker
-from protocol.records import HEADER_SIZE, CorruptBatch, InvalidBatch, check_crc, parse_header
+from broker.storage.segment import ProducerEntry, Segment, peek
+from broker.storage.segment_recovery import load_partition
 
 if TYPE_CHECKING:
-    from broker.log.partition import PartitionLog
+    from broker.log.partition import PartitionLog, StoredBatch
+    from broker.log.producers import ProducerStateManager
     from broker.log.topics import TopicManager
+    from broker.log.txn import AbortedTxn
 
 log = structlog.get_logger("kgroupd.storage")
 
 
-@dataclass
-class Segment:
-    base_offset: int
-    path: Path
-    size: int = 0
-    last_offset: int = -1
+CHECKPOINT_BYTES = 64 * 1024 * 1024  # the active segment's index file is rewritten this often
+READ_FDS = 256  # segment files held open for reads, over every partition
+
+
+class ReadFds:
+    """Read-only file descriptors of segment files, the most recently used kept open."""
+
+    def __init__(self, limit: int = READ_FDS) -> None:
+        self.limit = limit
+        self._fds: OrderedDict[Segment, int] = OrderedDict()
+
+    def get(self, seg: Segment) -> int:
+        fd = self._fds.get(seg)
+        if fd is not None:
+            self._fds.move_to_end(seg)
+            return fd
+        fd = os.open(seg.path, os.O_RDONLY)
+        self._fds[seg] = fd
+        if len(self._fds) > self.limit:
+            _, old = self._fds.popitem(last=False)
+            os.close(old)
+        return fd
+
+    def drop(self, seg: Segment) -> None:
+        fd = self._fds.pop(seg, None)
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        while self._fds:
+            os.close(self._fds.popitem()[1])
 
 
 @dataclass
@@ -46,14 +80,28 @@ class PartitionStore:
     directory: Path
     worker: FsyncWorker
     segment_bytes: int
+    read_fds: ReadFds = field(default_factory=ReadFds)
     segments: list[Segment] = field(default_factory=list)
+    bases: list[int] = field(default_factory=list)
     fd: int = -1
+    log: PartitionLog | None = None
+    # The partition's idempotent producer state, for the index files (set by TopicStore).
+    producers_of: Callable[[], list[ProducerEntry]] = list
+    # Start-up: the producer state found (taken by ProducerStateManager.restore_from).
+    loaded_producers: list[ProducerEntry] = field(default_factory=list)
+    since_checkpoint: int = 0
+
+    @property
+    def size(self) -> int:
+        return sum(seg.size for seg in self.segments)
 
     def append(self, batch: bytes, base_offset: int, last_offset: int) -> None:
         if not self.segments or (
             self.segments[-1].size > 0 and self.segments[-1].size + len(batch) > self.segment_bytes
         ):
             self._roll(base_offset)
+        elif self.since_checkpoint >= CHECKPOINT_BYTES:
+            self.checkpoint()
         seg = self.segments[-1]
         try:
             write_all(self.fd, batch)
@@ -62,19 +110,94 @@ class PartitionStore:
             log.error("segment_write_failed", file=str(seg.path), error=str(exc))
             os.ftruncate(self.fd, seg.size)
             raise
-        seg.size += len(batch)
-        seg.last_offset = last_offset
+        _base, length, _last, max_ts, crc = peek(batch, 0)
+        seg.on_batch(seg.size, length, base_offset, last_offset, max_ts, crc)
+        self.since_checkpoint += length
         self.worker.dirty(self.fd)
 
     def _roll(self, base_offset: int) -> None:
         if self.fd >= 0:
+            self.checkpoint()  # the index file of the segment it leaves, final
             self.worker.retire(self.fd)  # fsynced (before any waiter is answered), then closed
         path = self.directory / f"{base_offset:020d}.log"
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.segments.append(Segment(base_offset, path))
+        self.bases.append(base_offset)
         # The new name is durable once the directory is, before any answer that waits for a
         # batch in this segment.
         self.worker.dirty_dir(self.directory)
+
+    def checkpoint(self) -> None:
+        """Write the active segment's index file, with the partition's state as of now."""
+        seg = self.segments[-1]
+        txn = self.log.txn if self.log is not None else None
+        aborted = [] if txn is None else txn_aborted_in(txn.aborted, seg)
+        ongoing = {} if txn is None else dict(txn.ongoing)
+        try:
+            seg.write_index(os.fstat(self.fd).st_mtime_ns, aborted, ongoing, self.producers_of())
+        except OSError as exc:  # a full disk: the index is rebuilt from the segment instead
+            log.warning("index_write_failed", file=str(seg.index_path), error=str(exc))
+        self.since_checkpoint = 0
+
+    def read(
+        self, offset: int, max_bytes: int, at_least_one: bool, below: int | None
+    ) -> tuple[list[memoryview], int]:
+        """Batches from the segment file holding ``offset`` (``PartitionLog.read_chunks``)."""
+        i = max(0, bisect.bisect_right(self.bases, offset) - 1)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            i += 1
+            if seg.size == 0 or seg.last_offset < offset:
+                continue
+            parts, total, ended = seg.read(
+                self.read_fds.get(seg), offset, max_bytes, at_least_one, below
+            )
+            if parts or not ended:
+                return parts, total
+        return [], 0
+
+    def batch_at_timestamp(self, timestamp: int, log_start: int) -> StoredBatch | None:
+        from broker.log.partition import StoredBatch
+
+        for seg in self.segments:
+            if seg.size == 0 or seg.max_ts < timestamp or seg.last_offset < log_start:
+                continue
+            fd = self.read_fds.get(seg)
+            for base, last, max_ts, view in seg.batches_from(fd, seg.time_lookup(timestamp)):
+                if max_ts >= timestamp and last >= log_start:
+                    return StoredBatch(base, last, max_ts, max_ts, bytes(view))
+        return None
+
+    def max_timestamp_batch(self) -> StoredBatch | None:
+        from broker.log.partition import StoredBatch
+
+        best = None
+        for seg in self.segments:
+            if seg.size and (best is None or seg.max_ts > best.max_ts):
+                best = seg
+        if best is None:
+            return None
+        parts, _ = self.read(best.max_ts_offset, 1, True, None)
+        if not parts:
+            return None
+        base, _length, last, max_ts, _crc = peek(parts[0], 0)
+        return StoredBatch(base, last, max_ts, max_ts, bytes(parts[0]))
+
+    def retention_start(self, retention_ms: int, retention_bytes: int, now_ms: int) -> int | None:
+        """Kafka's retention by segment: the base offset of the first segment to keep, if
+        older ones go (too old by their largest timestamp, or the log is at least a segment
+        over ``retention_bytes``). The active segment always stays."""
+        size = self.size
+        keep = 0
+        while keep < len(self.segments) - 1:
+            head = self.segments[keep]
+            too_old = retention_ms >= 0 and now_ms - head.max_ts > retention_ms
+            too_big = retention_bytes >= 0 and size - head.size >= retention_bytes
+            if not (too_old or too_big):
+                break
+            size -= head.size
+            keep += 1
+        return self.segments[keep].base_offset if keep else None
 
     def delete_below(self, log_start_offset: int) -> int:
         """Record the new log start (as Kafka's log-start-offset checkpoint: the segment that
@@ -92,15 +215,39 @@ class PartitionStore:
         self.worker.dirty_dir(self.directory)  # the rename, with the next fsync round
         deleted = 0
         while len(self.segments) > 1 and self.segments[0].last_offset < log_start_offset:
-            self.segments.pop(0).path.unlink(missing_ok=True)
+            seg = self.segments.pop(0)
+            self.bases.pop(0)
+            self.read_fds.drop(seg)
+            seg.path.unlink(missing_ok=True)
+            seg.index_path.unlink(missing_ok=True)
             deleted += 1
         return deleted
 
-    def close(self) -> None:
+    def forget(self) -> None:
+        """The topic is deleted: close its files."""
+        for seg in self.segments:
+            self.read_fds.drop(seg)
         if self.fd >= 0:
+            self.worker.close_fd(self.fd)
+            self.fd = -1
+
+    def close(self) -> None:
+        """Clean stop: the active segment's index file, then fsync."""
+        if self.fd >= 0:
+            if self.segments:
+                self.checkpoint()
             os.fsync(self.fd)
             self.worker.close_fd(self.fd)
             self.fd = -1
+
+
+def txn_aborted_in(aborted: list[AbortedTxn], seg: Segment) -> list[tuple[int, int, int]]:
+    """The aborted transactions whose marker is in ``seg``."""
+    return [
+        (a.producer_id, a.first_offset, a.last_offset)
+        for a in aborted
+        if seg.base_offset <= a.last_offset <= seg.last_offset
+    ]
 
 
 class TopicStore:
@@ -113,6 +260,11 @@ class TopicStore:
         self.worker = worker
         self.recover = recover
         self.partitions: dict[tuple[str, int], PartitionStore] = {}
+        self.read_fds = ReadFds()
+        # The idempotent producers, for the index files (set by Durability).
+        self.producers: ProducerStateManager | None = None
+        self.batches_read = 0  # at start-up, read back from the segment files
+        self.bytes_read = 0
 
     # --- topics.json -----------------------------------------------------------------------
     def save_topics(self, topics: TopicManager) -> None:
@@ -134,14 +286,20 @@ class TopicStore:
         os.replace(tmp, path)
         fsync_dir(self.root)
 
-    def attach(self, log: PartitionLog, segment_bytes: int) -> PartitionStore:
-        directory = self.dir / f"{log.topic}-{log.partition}"
+    def attach(self, plog: PartitionLog, segment_bytes: int) -> PartitionStore:
+        directory = self.dir / f"{plog.topic}-{plog.partition}"
         if not directory.exists():
             directory.mkdir(parents=True)
             self.worker.dirty_dir(self.dir)  # with the first segment's directory fsync
-        store = PartitionStore(directory, self.worker, segment_bytes)
-        self.partitions[(log.topic, log.partition)] = store
-        log.store = store
+        store = PartitionStore(directory, self.worker, segment_bytes, self.read_fds, log=plog)
+        topic, partition = plog.topic, plog.partition
+
+        def producers_of() -> list[ProducerEntry]:
+            return [] if self.producers is None else self.producers.entries(topic, partition)
+
+        store.producers_of = producers_of
+        self.partitions[(topic, partition)] = store
+        plog.store = store
         return store
 
     def set_segment_bytes(self, name: str, segment_bytes: int) -> None:
@@ -153,9 +311,8 @@ class TopicStore:
     def drop_topic(self, name: str, partitions: int) -> None:
         for p in range(partitions):
             store = self.partitions.pop((name, p), None)
-            if store is not None and store.fd >= 0:
-                self.worker.close_fd(store.fd)
-                store.fd = -1
+            if store is not None:
+                store.forget()
             shutil.rmtree(self.dir / f"{name}-{p}", ignore_errors=True)
 
     # --- start-up --------------------------------------------------------------------------
@@ -176,95 +333,18 @@ class TopicStore:
             segment_bytes = int(topic.config("segment.bytes"))
             for plog in topic.partitions:
                 store = self.attach(plog, segment_bytes)
-                self._load_partition(plog, store)
-
-    def _load_partition(self, plog: PartitionLog, store: PartitionStore) -> None:
-        files = sorted(store.directory.glob("*.log"))
-        damaged = False
-        for i, path in enumerate(files):
-            if damaged:
-                log.warning("segment_dropped_after_damage", file=str(path))
-                path.unlink()
-                continue
-            seg = Segment(int(path.stem), path)
-            data = path.read_bytes()
-            pos, end = 0, len(data)
-            expected = seg.base_offset
-            while pos < end:
-                problem = None
-                try:
-                    header = parse_header(data, pos)
-                    if header.length < HEADER_SIZE or header.magic != 2:
-                        raise InvalidBatch("bad batch length or magic")
-                    if pos + header.length > end:
-                        # Cut short by a crash, or a damaged length with batches after it.
-                        problem = "corrupt" if _good_batch_after(data, pos + 1) else "torn"
-                    else:
-                        check_crc(data, pos, header)
-                        if header.base_offset != expected:  # outside the CRC: check it here
-                            problem = "corrupt"
-                except CorruptBatch:
-                    last = pos + header.length == end
-                    problem = "torn" if last or not _good_batch_after(data, pos + 1) else "corrupt"
-                except InvalidBatch:
-                    problem = "torn" if end - pos < HEADER_SIZE else "corrupt"
-                if problem is not None:
-                    last_file = i == len(files) - 1
-                    if problem == "torn" and last_file:
-                        log.warning(
-                            "torn_tail_cut", file=str(path), offset=pos, bytes_dropped=end - pos
-                        )
-                    elif not self.recover:
-                        raise StorageError(
-                            f"{path}: damaged record batch at byte offset {pos} "
-                            f"({end - pos} bytes from there on); start with --recover to keep "
-                            "what precedes the damage and drop the rest"
-                        )
-                    else:
-                        log.warning(
-                            "recovered_damaged_file",
-                            file=str(path),
-                            offset=pos,
-                            bytes_dropped=end - pos,
-                        )
-                        damaged = True
-                    os.truncate(path, pos)
-                    break
-                batch = data[pos : pos + header.length]
-                plog.restore(batch, header)
-                seg.size += header.length
-                seg.last_offset = header.base_offset + header.last_offset_delta
-                pos += header.length
-                expected = seg.last_offset + 1
-            store.segments.append(seg)
-        checkpoint = store.directory / "log-start-offset"
-        if checkpoint.exists():
-            plog.drop_below(int(checkpoint.read_text()))
-        if store.segments:
-            if plog.batches:
-                plog.log_start_offset = max(plog.log_start_offset, plog.batches[0].base_offset)
-            store.fd = os.open(store.segments[-1].path, os.O_WRONLY | os.O_APPEND)
+                loaded = load_partition(plog, store, self.recover)
+                self.batches_read += loaded.batches_read
+                self.bytes_read += loaded.bytes_read
+        log.info(
+            "topic_data_loaded",
+            partitions=len(self.partitions),
+            batches_read=self.batches_read,
+            bytes_read=self.bytes_read,
+            index_bytes=sum(seg.memory() for p in self.partitions.values() for seg in p.segments),
+        )
 
     def close(self) -> None:
         for store in self.partitions.values():
             store.close()
-
-
-def _good_batch_after(data: bytes, pos: int) -> bool:
-    """Whether a complete record batch with a matching CRC starts anywhere after ``pos``."""
-    end = len(data)
-    for at in range(pos, end - HEADER_SIZE + 1):
-        if data[at + 16] != 2:  # magic
-            continue
-        try:
-            header = parse_header(data, at)
-        except InvalidBatch:
-            return False
-        if header.length < HEADER_SIZE or at + header.length > end:
-            continue
-        try:
-            check_crc(data, at, header)
-        except CorruptBatch:
-            continue
-        return True
-    return False
+        self.read_fds.close()

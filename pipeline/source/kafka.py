@@ -58,7 +58,7 @@ class KafkaAdmin:
     async def _start(self) -> None:
         if self._client is None:
             client = AIOKafkaClient(
-                bootstrap_servers=self.opts.bootstrap_servers, **dict(self.opts.client_options)
+                bootstrap_servers=self.opts.bootstrap_servers, **self.opts.client_args()
             )
             await client.bootstrap()
             self._client = client
@@ -66,7 +66,7 @@ class KafkaAdmin:
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=self.opts.bootstrap_servers,
                 enable_auto_commit=False,
-                **dict(self.opts.client_options),
+                **self.opts.client_args(),
             )
             await consumer.start()
             self._consumer = consumer
@@ -110,7 +110,11 @@ class KafkaAdmin:
     def facts(self, topics: Sequence[str]) -> ClusterFacts:
         """The cluster id and the ids of ``topics``, to tell which log offsets refer to."""
         timeout_s = dict(self.opts.client_options).get("request_timeout_ms", 10_000) / 1000
-        return self._run(describe_any(self.opts.bootstrap_servers, sorted(set(topics)), timeout_s))
+        return self._run(
+            describe_any(
+                self.opts.bootstrap_servers, sorted(set(topics)), timeout_s, self.opts.security
+            )
+        )
 
     def commit(self, group: str, offsets: Offsets) -> None:
         self._run(self._commit(group, offsets))

@@ -21,6 +21,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pipeline.source.security import (
+    SECURITY_OPTIONS,
+    STORE_PASSWORDS,
+    Security,
+    parse_security,
+)
+
 log = logging.getLogger("kgroupd.source")
 
 EARLIEST = -2  # in startingOffsets/endingOffsets JSON, as in Spark's Kafka source
@@ -115,10 +122,14 @@ def _client_options(opts: Mapping[str, str]) -> tuple[tuple[str, Any], ...]:
     for name, value in sorted(opts.items()):
         if not name.startswith("kafka.") or name in ("kafka.bootstrap.servers", "kafka.group.id"):
             continue
+        if name in SECURITY_OPTIONS or name in STORE_PASSWORDS:
+            continue  # parse_security
         if name in KAFKA_REFUSED:
             raise ValueError(f"Kafka option '{name[6:]}' is not supported: {KAFKA_REFUSED[name]}")
         if name not in KAFKA_CLIENT_OPTIONS:
-            supported = ", ".join(["kafka.bootstrap.servers", *sorted(KAFKA_CLIENT_OPTIONS)])
+            supported = ", ".join(
+                ["kafka.bootstrap.servers", *sorted(KAFKA_CLIENT_OPTIONS), *SECURITY_OPTIONS]
+            )
             raise ValueError(
                 f"Kafka option '{name}' is not supported by the kgroupd source "
                 f"(it would be ignored); the kafka.* options it passes on: {supported}"
@@ -151,6 +162,8 @@ class SourceOptions:
     min_partitions: int | None = None
     # kafka.* consumer options passed on to aiokafka's clients, as (argument, value)
     client_options: tuple[tuple[str, Any], ...] = ()
+    # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*: strings, so they pickle
+    security: Security = field(default_factory=Security)
     ignored: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -228,8 +241,14 @@ class SourceOptions:
             max_partition_fetch_bytes=int(opts.get("maxpartitionfetchbytes", 16 * 1024 * 1024)),
             min_partitions=min_partitions,
             client_options=_client_options(opts),
+            security=parse_security(opts),
             ignored=tuple(ignored),
         )
+
+    def client_args(self) -> dict[str, Any]:
+        """aiokafka's client arguments: the kafka.* options and the security settings (an
+        SSL context is built on each call, where it is used: it cannot be pickled)."""
+        return {**dict(self.client_options), **self.security.aiokafka_args()}
 
     def selects(self, topic: str) -> bool:
         if self.subscribe:

@@ -153,7 +153,7 @@ class RangeFetcher:
     async def start(self) -> None:
         # aiokafka objects must be made inside their event loop.
         self._client = AIOKafkaClient(
-            bootstrap_servers=self.opts.bootstrap_servers, **dict(self.opts.client_options)
+            bootstrap_servers=self.opts.bootstrap_servers, **self.opts.client_args()
         )
         await self._client.bootstrap()
 
@@ -188,7 +188,7 @@ class RangeFetcher:
 
     async def log_start_offset(self) -> int:
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.opts.bootstrap_servers, **dict(self.opts.client_options)
+            bootstrap_servers=self.opts.bootstrap_servers, **self.opts.client_args()
         )
         await consumer.start()
         try:

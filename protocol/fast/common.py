@@ -78,6 +78,6 @@ def encode_error_only(
     return _ERROR_ONLY[error_code] if 0 <= error_code < 128 else _I16.pack(error_code)
 
 
-class Chunks(list[bytes]):
+class Chunks(list[bytes | memoryview]):
     """A response body as buffers written one after the other (``transport.writelines``),
     so large record batches are never copied into one object."""

@@ -19,7 +19,9 @@ _NO_REPLICA = _I32.pack(-1)
 
 # (partition index, error code, high watermark, last stable, log start, record batches,
 # aborted transactions: None, or (producer id, first offset) pairs for read_committed)
-FetchPartition = tuple[int, int, int, int, int, list[bytes], list[tuple[int, int]] | None]
+FetchPartition = tuple[
+    int, int, int, int, int, Sequence[bytes | memoryview], list[tuple[int, int]] | None
+]
 
 
 def _aborted(entries: list[tuple[int, int]] | None) -> bytes:

@@ -160,3 +160,14 @@ def test_unknown_server_assignor_is_a_usage_error(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         load_config(["--group-consumer-assignors=sticky"], {})
     assert "unknown assignor 'sticky'" in capsys.readouterr().err
+
+
+def test_memory_bounds_are_flags_and_environment_variables() -> None:
+    defaults = load_config([], {})
+    assert (defaults.log_cache_bytes, defaults.max_memory_bytes) == (64 * 1024 * 1024, None)
+    config = load_config(["--log-cache-bytes", "4096"], {"KGROUPD_MAX_MEMORY_BYTES": "8192"})
+    assert (config.log_cache_bytes, config.max_memory_bytes) == (4096, 8192)
+    help_text = build_parser().format_help()
+    assert "KGROUPD_LOG_CACHE_BYTES" in help_text and "KGROUPD_MAX_MEMORY_BYTES" in help_text
+    with pytest.raises(ConfigError, match="KGROUPD_MAX_MEMORY_BYTES"):
+        load_config([], {"KGROUPD_MAX_MEMORY_BYTES": "0"})

@@ -323,6 +323,25 @@ async def test_a_retention_change_applies_to_the_live_topic() -> None:
         assert await _earliest(wire, "live") == 4  # all but the newest batch are gone
 
 
+async def test_shortening_retention_applies_at_once() -> None:
+    """With the default check interval (5 minutes) the alter itself runs the pass."""
+    async with (
+        running_server(log_level="warning") as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        await create_topic(wire, "shortened", 1)
+        old = int(time.time() * 1000) - 3_600_000
+        for i in range(3):
+            batch = build_batch([(None, b"%d" % i, [])], timestamp_ms=old)
+            resp = await wire.request(0, 8, produce_request("shortened", 0, batch))
+            assert only_partition(resp)["error_code"] == 0
+        resp = await wire.request(
+            44, 1, incremental([(TOPIC, "shortened", [("retention.ms", SET, "60000")])])
+        )
+        assert answers(resp) == [(0, None)]
+        assert await _earliest(wire, "shortened") == 2  # answered after the pass ran
+
+
 async def _earliest(wire: WireClient, topic: str) -> int:
     resp = await wire.request(2, 5, list_offsets_request(topic, [0], -2))
     return int(only_partition(resp)["offset"])
@@ -350,3 +369,41 @@ def test_altered_configs_survive_a_restart(tmp_path: Path) -> None:
         assert broker.server is not None
         store = broker.server.broker.durability.topic_store  # type: ignore[union-attr]
         assert store is not None and store.partitions[("kept", 0)].segment_bytes == 4096
+
+
+async def test_retention_lowered_from_confluent_deletes_old_segment_files(tmp_path: Path) -> None:
+    """With --data-dir, retention works on whole segments as Kafka's: lowering retention.ms
+    with confluent-kafka's IncrementalAlterConfigs deletes the closed segments whose records
+    are all older, at once; the active segment stays."""
+    data = tmp_path / "data"
+    server_cm = running_server(log_level="warning", data_dir=str(data))
+    async with server_cm as server, await WireClient.connect(server.port) as wire:
+        await create_topic(wire, "aged", 1, {"segment.bytes": "1024"})
+        old = int(time.time() * 1000) - 3_600_000
+        for i in range(12):  # ~100-byte batches: several 1 KiB segments
+            batch = build_batch([(None, b"%04d" % i + b"x" * 60, [])], timestamp_ms=old)
+            resp = await wire.request(0, 8, produce_request("aged", 0, batch))
+            assert only_partition(resp)["error_code"] == 0
+        segments = sorted((data / "topics" / "aged-0").glob("*.log"))
+        assert len(segments) >= 2
+
+        def alter() -> None:
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{server.port}"})
+            op = AlterConfigOpType.SET
+            res = ConfigResource(
+                ResourceType.TOPIC,
+                "aged",
+                incremental_configs=[
+                    ConfigEntry("retention.ms", "60000", incremental_operation=op)
+                ],
+            )
+            admin.incremental_alter_configs([res])[res].result(10)
+            described = _describe(admin, "aged")
+            assert described["retention.ms"].value == "60000"
+            assert described["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+        await asyncio.to_thread(alter)
+        left = sorted((data / "topics" / "aged-0").glob("*.log"))
+        assert len(left) == 1 and left[0] == segments[-1]  # only the active one
+        earliest = await _earliest(wire, "aged")
+        assert earliest == int(left[0].stem)  # the log starts at the active segment

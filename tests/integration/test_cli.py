@@ -119,6 +119,15 @@ async def test_help_documents_every_flag() -> None:
         assert flag in out
 
 
+async def test_help_mentions_the_admin_tools() -> None:
+    code, out, _ = await run_to_end("--help")
+    assert code == 0
+    assert "kgroupd groups list|describe|delete|delete-offsets|reset-offsets" in out
+    assert "kgroupd topics list|describe|create|delete" in out
+    code, out, _ = await run_to_end("groups", "--help")
+    assert code == 0 and "reset-offsets" in out and "copy-offsets" in out
+
+
 async def test_bad_config_exits_2_with_a_clear_message() -> None:
     code, _, err = await run_to_end(env={"KGROUPD_PORT": "lots"})
     assert code == 2

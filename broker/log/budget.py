@@ -1,0 +1,58 @@
+"""The bytes of record batches held in memory, shared by every partition, oldest out first.
+
+In memory (no --data-dir) the batches are the topic data: over ``--max-memory-bytes`` the
+oldest are deleted (the log start offset moves, ``memory_bound_deleted`` is logged). Under
+--data-dir they are only a cache of the newest batches (``--log-cache-bytes``): over it the
+oldest are forgotten, and read from the segment files when asked for again.
+
+Batches leave in the order they came (a FIFO over all partitions). Going over the limit
+evicts down to seven eighths of it, in one cut per partition.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.log.partition import PartitionLog, StoredBatch
+
+
+class MemoryBudget:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._fifo: deque[tuple[PartitionLog, StoredBatch]] = deque()
+
+    def added(self, log: PartitionLog, stored: StoredBatch) -> None:
+        self._fifo.append((log, stored))
+        self.total += len(stored.data)
+        if self.total > self.limit:
+            self._evict()
+
+    def removed(self, nbytes: int) -> None:
+        """Batches left a log some other way (retention, DeleteRecords, a deleted topic)."""
+        self.total -= nbytes
+        if not self.total:
+            self._fifo.clear()  # only stale entries can be left
+
+    def _evict(self) -> None:
+        target = self.limit - self.limit // 8
+        cuts: dict[PartitionLog, int] = {}
+        kept: list[tuple[PartitionLog, StoredBatch]] = []
+        freed = 0
+        fifo = self._fifo
+        while fifo and self.total - freed > target:
+            log, stored = fifo.popleft()
+            k = cuts.get(log, 0)
+            batches = log.batches
+            if k >= len(batches) or batches[k] is not stored:
+                continue  # already gone
+            if not log.evictable(k):
+                kept.append((log, stored))
+                continue
+            cuts[log] = k + 1
+            freed += len(stored.data)
+        fifo.extendleft(reversed(kept))
+        for log, k in cuts.items():
+            self.total -= log.evict(k)

@@ -1,0 +1,342 @@
+"""``__consumer_offsets``: the group coordinator's records, readable as Kafka shows them.
+
+Kafka keeps its group coordinator's state in the compacted internal topic
+``__consumer_offsets``; partition N holds the groups of coordinator shard N. kgroupd keeps
+its coordinator state in its own coordinator log (``broker.storage``) and shows the topic as
+a view built from the same record stream: every record a shard emits goes through
+``OffsetsTopic.sink`` (beside the coordinator log's sink), is turned into Kafka's key and
+value (``consumer_offsets_format``) and is appended to the shard's partition, so Fetch,
+ListOffsets and long polling read it like any partition (``PartitionLog``), as magic-2
+batches (one batch per event-loop turn and partition: the records of one request's answer
+share a batch, as Kafka writes one batch per coordinator write).
+
+Memory is bounded as Kafka's log cleaner bounds the topic: each partition remembers, per
+key, the offset of its latest record; once the records held exceed twice the live keys
+(Kafka's ``min.cleanable.dirty.ratio`` 0.5) plus a slack, the partition is compacted: only
+the latest record of each key stays (offsets keep their gaps, as in a compacted log), and
+tombstones older than ``delete.retention.ms`` (24 h, Kafka's default) go too. The live keys
+are the coordinator's own state (one per committed offset, group and member record), so the
+view costs a bounded multiple of what the coordinator already holds.
+
+Offsets only grow and never name two records. Without ``--data-dir`` the topic starts again
+from offset 0 after a restart (nothing of it survives). With ``--data-dir`` each partition's
+next offset is reserved ahead on disk (``reserve``, in blocks) and written exactly at a clean
+shutdown: after a restart a partition starts empty at that offset (its log start offset),
+so a follower that had read to N reads on from N and sees only new records; after a crash
+it starts at the reserved bound, above every offset handed out.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import structlog
+
+from broker.coordinator.records import (
+    BatchRecordSink,
+    CommitEntries,
+    OffsetCommitRecord,
+    OffsetTombstoneRecord,
+    Record,
+    RecordSink,
+)
+from broker.log.consumer_offsets_format import (
+    KafkaRecord,
+    kafka_record,
+    offset_commit_key,
+    offset_commit_value,
+)
+from broker.log.partition import PartitionLog, StoredBatch, now_ms
+from broker.log.topics import Topic
+from protocol.records import build_batch
+
+logger = structlog.get_logger("kgroupd.consumer_offsets")
+
+__all__ = ["OFFSETS_TOPIC", "OffsetsTopic", "offsets_topic_id"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+DELETE_RETENTION_MS = 86_400_000  # Kafka's delete.retention.ms
+COMPACT_SLACK = 1000  # records beyond twice the live keys before a partition is compacted
+RESERVE_BLOCK = 1 << 20  # offsets reserved on disk at a time (--data-dir)
+MAX_BATCH_RECORDS = 1000
+RETRY_RECORDS = 10_000  # records between attempts to reserve after a failed write
+
+# A record not yet encoded: (offset, identity, payload, timestamp). The identity is the
+# record's key: ("offset", group, topic, partition) for offset commits and their tombstones
+# (payload: (offset, leader epoch, metadata, commit ms, expire ms) or None), else the key
+# bytes (payload: the value bytes or None).
+Raw = tuple[int, Hashable, Any, int]
+# An encoded record: (offset, identity, key bytes, value bytes or None, timestamp)
+Entry = tuple[int, Hashable, bytes, bytes | None, int]
+
+
+def offsets_topic_id(cluster_id: str) -> uuid.UUID:
+    """Stable across restarts: derived from the cluster id (as ``__transaction_state``'s)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kgroupd:{cluster_id}:{OFFSETS_TOPIC}")
+
+
+class _Partition:
+    def __init__(self, log: PartitionLog, start: int) -> None:
+        self.log = log
+        self.next = start  # the next offset handed out
+        self.raw: list[Raw] = []  # handed out, not yet encoded (nobody read them yet)
+        self.entries: list[Entry] = []  # offset order; what the batches hold
+        self.latest: dict[Hashable, int] = {}  # identity -> offset of its latest record
+
+
+def _encode(identity: Hashable, payload: Any) -> tuple[bytes, bytes | None]:
+    if isinstance(identity, bytes):
+        return identity, payload
+    commit: tuple[str, str, str, int] = identity  # type: ignore[assignment]
+    key = offset_commit_key(commit[1], commit[2], commit[3])
+    if payload is None:
+        return key, None
+    return key, offset_commit_value(*payload)
+
+
+class OffsetsTopic:
+    """The ``__consumer_offsets`` view: created on the first FindCoordinator (``create``),
+    or at start-up when the data dir holds groups or the topic existed.
+
+    Records are handed their offsets as the coordinator emits them, but encoded into Kafka's
+    formats and batches only when the partition is read (``materialize``, called by
+    ``TopicManager.partition``): a commit costs the coordinator a tuple, not an encoding,
+    and a record superseded before anyone reads it is never encoded (as if the cleaner had
+    run)."""
+
+    def __init__(
+        self,
+        cluster_id: str,
+        partitions: int,
+        start_offsets: list[int] | None = None,
+        persist: Callable[[list[int], bool], None] | None = None,
+    ) -> None:
+        self.topic = Topic(OFFSETS_TOPIC, [], {"cleanup.policy": "compact"})
+        self.topic.topic_id = offsets_topic_id(cluster_id)
+        self.count = partitions
+        self.created = False
+        self._parts: list[_Partition] = []
+        self._start = start_offsets or [0] * partitions
+        self._persist = persist  # (next offsets, clean shutdown) -> on disk
+        self._reserved = list(self._start)
+        self.on_create: list[Callable[[], None]] = []
+
+    # --- the topic -------------------------------------------------------------------------
+    def create(self) -> None:
+        if self.created:
+            return
+        self.created = True
+        for i in range(self.count):
+            log = PartitionLog(OFFSETS_TOPIC, i)
+            log.log_start_offset = log.high_watermark = self._start[i]
+            self.topic.partitions.append(log)
+            self._parts.append(_Partition(log, self._start[i]))
+        if self._persist is not None:  # one write now, not one per partition's first record
+            wanted = [s + RESERVE_BLOCK for s in self._start]
+            try:
+                self._persist(wanted, False)
+                self._reserved = wanted
+            except OSError as exc:
+                logger.warning("consumer_offsets_reserve_failed", error=str(exc))
+        for listener in self.on_create:
+            listener()
+
+    def next_offsets(self) -> list[int]:
+        """Each partition's next offset (written at a clean shutdown)."""
+        if not self.created:
+            return list(self._start)
+        return [p.next for p in self._parts]
+
+    def close(self) -> None:
+        """Clean shutdown: the exact next offsets to disk (with ``--data-dir``)."""
+        if self._persist is not None and self.created:
+            self._persist(self.next_offsets(), True)
+
+    # --- the record stream -----------------------------------------------------------------
+    def sink(self, shard: int, inner: RecordSink | None) -> RecordSink:
+        """Shard ``shard``'s sink: records to ``inner`` (the coordinator log) and here."""
+        return _TeeSink(self, shard, inner)
+
+    def append(self, shard: int, kafka: KafkaRecord | None) -> None:
+        """An encoded record (key, value or None)."""
+        if kafka is not None:
+            self.add(shard, kafka[0], kafka[1], now_ms())
+
+    def add(self, shard: int, identity: Hashable, payload: Any, ts: int) -> None:
+        self.create()  # a group exists: so does the topic (FindCoordinator came first)
+        part = self._parts[shard]
+        offset = part.next
+        part.next = offset + 1
+        if part.next > self._reserved[shard]:
+            self._reserve(shard, part.next)
+        part.raw.append((offset, identity, payload, ts))
+        part.latest[identity] = offset
+        if len(part.raw) > 2 * len(part.latest) + COMPACT_SLACK:
+            latest = part.latest  # nobody reads: forget what is superseded, unencoded
+            part.raw = [r for r in part.raw if latest.get(r[1]) == r[0]]
+        if part.log.waiters:
+            part.log._wake()  # a long poll on this partition: it reads (materializes) now
+
+    def add_commits(
+        self,
+        shard: int,
+        group_id: str,
+        topic: str,
+        entries: CommitEntries,
+        commit_ms: int,
+        expire_ms: int | None,
+    ) -> None:
+        """``add`` for each partition of one commit (the hot path: a tuple per partition)."""
+        if not self.created:
+            self.create()
+        part = self._parts[shard]
+        raw, latest = part.raw, part.latest
+        offset = part.next
+        for partition, committed, epoch, metadata in entries:
+            identity = ("offset", group_id, topic, partition)
+            raw.append(
+                (offset, identity, (committed, epoch, metadata, commit_ms, expire_ms), commit_ms)
+            )
+            latest[identity] = offset
+            offset += 1
+        part.next = offset
+        if offset > self._reserved[shard]:
+            self._reserve(shard, offset)
+        if len(raw) > 2 * len(latest) + COMPACT_SLACK:
+            part.raw = [r for r in raw if latest.get(r[1]) == r[0]]
+        if part.log.waiters:
+            part.log._wake()
+
+    def _reserve(self, shard: int, offset: int) -> None:
+        """Offsets handed out pass what is reserved on disk: reserve the next block (for
+        ``shard``, or for every partition at creation). A write that fails is logged and
+        retried at the next record; the records themselves are the coordinator log's job."""
+        if self._persist is None:
+            self._reserved[shard] = max(self._reserved[shard], offset)
+            return
+        wanted = list(self._reserved)
+        wanted[shard] = offset + RESERVE_BLOCK
+        try:
+            self._persist(wanted, False)
+        except OSError as exc:
+            # retried after RETRY_RECORDS more (one line each time, not one per record);
+            # a crash before a write succeeds may hand those offsets out again
+            logger.warning("consumer_offsets_reserve_failed", error=str(exc))
+            self._reserved[shard] = offset + RETRY_RECORDS
+            return
+        self._reserved = wanted
+
+    def materialize(self, index: int) -> None:
+        """Encode what partition ``index`` was handed since it was last read."""
+        if not self.created or not 0 <= index < self.count:
+            return
+        part = self._parts[index]
+        if not part.raw:
+            return
+        raw, part.raw = part.raw, []
+        latest = part.latest
+        entries: list[Entry] = []
+        for offset, identity, payload, ts in raw:
+            if latest.get(identity) == offset:  # else superseded before anyone read it
+                key, value = _encode(identity, payload)
+                entries.append((offset, identity, key, value, ts))
+        part.entries.extend(entries)
+        log = part.log
+        if entries:
+            self._store(log, entries)
+        log.high_watermark = part.next
+        if len(part.entries) > 2 * len(latest) + COMPACT_SLACK:
+            self.compact(index)
+
+    def flush(self) -> None:
+        """Encode every partition's records (tests; a reader calls ``materialize``)."""
+        for i in range(len(self._parts)):
+            self.materialize(i)
+
+    def _store(self, log: PartitionLog, entries: list[Entry]) -> None:
+        for i in range(0, len(entries), MAX_BATCH_RECORDS):
+            chunk = entries[i : i + MAX_BATCH_RECORDS]
+            data = build_batch([(e[0], e[2], e[3], e[4]) for e in chunk])
+            base, last = chunk[0][0], chunk[-1][0]
+            max_ts = max(e[4] for e in chunk)
+            log.batches.append(StoredBatch(base, last, max_ts, max_ts, data))
+            log._bases.append(base)
+            log.size_bytes += len(data)
+            log.high_watermark = max(log.high_watermark, last + 1)
+
+    def compact(self, index: int, now: int | None = None) -> None:
+        """Keep each key's latest record; drop tombstones older than delete.retention.ms."""
+        self.materialize(index)
+        part = self._parts[index]
+        now = now_ms() if now is None else now
+        kept: list[Entry] = []
+        for entry in part.entries:
+            offset, identity, _key, value, ts = entry
+            if part.latest.get(identity) != offset:
+                continue
+            if value is None and now - ts > DELETE_RETENTION_MS:
+                del part.latest[identity]
+                continue
+            kept.append(entry)
+        part.entries = kept
+        log = part.log
+        high = log.high_watermark
+        log.batches, log._bases, log.size_bytes = [], [], 0
+        if kept:
+            self._store(log, kept)
+        log.high_watermark = high  # the end stays where it was (its records may be gone)
+
+
+class _TeeSink:
+    """Records to the coordinator log's sink (if any) and to ``__consumer_offsets``; keeps
+    the coordinator log's batched offset-commit path (``BatchRecordSink``)."""
+
+    def __init__(self, topic: OffsetsTopic, shard: int, inner: RecordSink | None) -> None:
+        self.topic = topic
+        self.shard = shard
+        self.inner = inner
+        self.inner_commits = inner.offset_commits if isinstance(inner, BatchRecordSink) else None
+
+    def __call__(self, record: Record, /) -> None:
+        if self.inner is not None:
+            self.inner(record)
+        if isinstance(record, OffsetCommitRecord):
+            self.topic.add(
+                self.shard,
+                ("offset", record.group_id, record.topic, record.partition),
+                (
+                    record.offset,
+                    record.leader_epoch,
+                    record.metadata,
+                    record.commit_timestamp_ms,
+                    record.expire_timestamp_ms,
+                ),
+                now_ms(),
+            )
+        elif isinstance(record, OffsetTombstoneRecord):
+            identity = ("offset", record.group_id, record.topic, record.partition)
+            self.topic.add(self.shard, identity, None, now_ms())
+        else:
+            self.topic.append(self.shard, kafka_record(record))
+
+    def offset_commits(
+        self,
+        group_id: str,
+        topic: str,
+        entries: CommitEntries,
+        commit_timestamp_ms: int,
+        expire_timestamp_ms: int | None,
+    ) -> None:
+        if self.inner_commits is not None:
+            self.inner_commits(group_id, topic, entries, commit_timestamp_ms, expire_timestamp_ms)
+        elif self.inner is not None:
+            for p, o, e, m in entries:
+                rec = OffsetCommitRecord(
+                    group_id, topic, p, o, e, m, commit_timestamp_ms, expire_timestamp_ms
+                )
+                self.inner(rec)
+        self.topic.add_commits(
+            self.shard, group_id, topic, entries, commit_timestamp_ms, expire_timestamp_ms
+        )

@@ -1,0 +1,79 @@
+"""The storage flags (Kafka's config names in the help): fsync, the coordinator log, the
+cache of topic data under --data-dir and the bound on it in memory."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_LOG_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def default_max_memory_bytes() -> int:
+    """A quarter of the machine's memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError):
+        return 1024 * 1024 * 1024
+
+
+# (flag, BrokerConfig field, type, help): appended to the broker's flags
+OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
+    (
+        "--fsync",
+        "fsync",
+        str,
+        "when acknowledged writes reach the disk: always (before the answer), interval "
+        "(every --fsync-interval-ms) or never (left to the OS); needs --data-dir [always]",
+    ),
+    (
+        "--fsync-interval-ms",
+        "fsync_interval_ms",
+        _at_least_one,
+        "fsync period for --fsync interval",
+    ),
+    (
+        "--snapshot-log-bytes",
+        "snapshot_log_bytes",
+        _at_least_one,
+        "the size of the coordinator log (shared by every group and transaction shard) that "
+        "starts a new log and a snapshot of each shard written to since the last one",
+    ),
+    (
+        "--log-cache-bytes",
+        "log_cache_bytes",
+        _non_negative,
+        "with --data-dir: the newest record batches kept in memory, shared by every "
+        "partition; older ones are read from the segment files",
+    ),
+    (
+        "--max-memory-bytes",
+        "max_memory_bytes",
+        _at_least_one,
+        "without --data-dir: the topic data kept in memory; over it the oldest batches are "
+        "deleted first (memory_bound_deleted is logged) (default: a quarter of the "
+        "machine's memory)",
+    ),
+]

@@ -1,0 +1,115 @@
+"""The ``__consumer_offsets`` view of a shard's records (broker.log.consumer_offsets), decoded
+with Kafka's own message definitions (tests/support/coordinator_records): a KIP-848 group's
+ConsumerGroup* records and their tombstones, offset commits, compaction."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from aiokafka.record.default_records import DefaultRecordBatch
+
+from broker.coordinator import (
+    ConsumerGroupHeartbeat,
+    CoordinatorConfig,
+    CoordinatorShard,
+    InMemoryTopics,
+    ManualTimers,
+    OffsetCommit,
+    OffsetCommitPartition,
+    OffsetCommitTopic,
+)
+from broker.coordinator.records import OffsetTombstoneRecord
+from broker.log.consumer_offsets import COMPACT_SLACK, DELETE_RETENTION_MS, OffsetsTopic
+from tests.support.coordinator_records import decode
+
+TOPIC = uuid.UUID(int=7)
+CONFIG = CoordinatorConfig(offsets_partitions=1, initial_rebalance_delay_ms=0)
+
+
+def records(view: OffsetsTopic) -> list[tuple[int, str, dict[str, Any], dict[str, Any] | None]]:
+    out = []
+    view.flush()  # what a reader's Fetch does first (TopicManager.partition)
+    for batch in view.topic.partitions[0].batches:
+        parsed = DefaultRecordBatch(batch.data)
+        assert parsed.validate_crc()
+        for r in parsed:
+            out.append((r.offset, *decode(r.key, r.value)))
+    return out
+
+
+def shard_with_view() -> tuple[CoordinatorShard, OffsetsTopic]:
+    view = OffsetsTopic("cluster", 1)
+    shard = CoordinatorShard(0, CONFIG, ManualTimers(), view.sink(0, None))
+    shard.topics_view = InMemoryTopics({"t": (TOPIC, 2)})
+    return shard, view
+
+
+def test_a_consumer_group_s_records_decode_as_kafka_s() -> None:
+    shard, view = shard_with_view()
+    joined = shard.consumer_group_heartbeat(
+        ConsumerGroupHeartbeat(
+            "g",
+            "m1",
+            0,
+            rebalance_timeout_ms=30_000,
+            subscribed_topic_names=("t",),
+            owned_partitions=(),
+            client_id="c",
+            client_host="/127.0.0.1",
+            client_generates_member_id=True,
+        )
+    )
+    assert joined.member_epoch == 1
+    part = OffsetCommitPartition(0, 42, -1, "meta")
+    commit_cmd = OffsetCommit("g", (OffsetCommitTopic("t", (part,)),), 1, "m1", None, -1, True)
+    assert shard.commit_offsets(commit_cmd).topics[0][1][0][1] == 0
+    found = records(view)
+    by_name = {name: (key, value) for _, name, key, value in found}
+    assert by_name["ConsumerGroupMetadata"][1]["Epoch"] == 1
+    member_key, member = by_name["ConsumerGroupMemberMetadata"]
+    assert member_key == {"GroupId": "g", "MemberId": "m1"}
+    assert member["SubscribedTopicNames"] == ["t"] and member["ClientId"] == "c"
+    assert member["RebalanceTimeoutMs"] == 30_000 and member["ClassicMemberMetadata"] is None
+    target = by_name["ConsumerGroupTargetAssignmentMember"][1]
+    assert target["TopicPartitions"] == [{"TopicId": TOPIC, "Partitions": [0, 1]}]
+    assert by_name["ConsumerGroupTargetAssignmentMetadata"][1]["AssignmentEpoch"] == 1
+    current = by_name["ConsumerGroupCurrentMemberAssignment"][1]
+    assert (current["MemberEpoch"], current["State"]) == (1, 1)
+    assert current["AssignedPartitions"] == [{"TopicId": TOPIC, "Partitions": [0, 1]}]
+    commit = by_name["OffsetCommit"][1]
+    assert commit is not None and (commit["offset"], commit["metadata"]) == (42, "meta")
+    assert [o for o, *_ in found] == list(range(len(found)))  # one offset per record
+
+    # the member leaves: its records' tombstones (null values, Kafka's keys)
+    shard.consumer_group_heartbeat(ConsumerGroupHeartbeat("g", "m1", -1))
+    after = records(view)[len(found) :]
+    gone = {name for _, name, key, value in after if value is None}
+    assert {
+        "ConsumerGroupMemberMetadata",
+        "ConsumerGroupTargetAssignmentMember",
+        "ConsumerGroupCurrentMemberAssignment",
+    } <= gone
+
+
+def test_compaction_keeps_each_key_s_latest_record_and_drops_old_tombstones() -> None:
+    view = OffsetsTopic("cluster", 1)
+    sink = view.sink(0, None)
+    assert hasattr(sink, "offset_commits")
+    for i in range(COMPACT_SLACK + 5):
+        sink.offset_commits("g", "t", [(i % 2, i, -1, "")], 0, None)  # type: ignore[attr-defined]
+        view.flush()
+    log = view.topic.partitions[0]
+    kept = records(view)
+    assert log.high_watermark == COMPACT_SLACK + 5  # the end never moves back
+    assert len(kept) < COMPACT_SLACK  # compacted at least once
+    latest = {k["partition"]: (o, v["offset"]) for o, _, k, v in kept if v}
+    assert latest == {p: (o, o) for p, o in ((0, COMPACT_SLACK + 4), (1, COMPACT_SLACK + 3))}
+    # a tombstone stays through compaction until delete.retention.ms has passed
+    sink(OffsetTombstoneRecord("g", "t", 0))
+    view.flush()
+    view.compact(0)
+    assert any(v is None for *_, v in records(view))
+    view.compact(0, now=10**13 + DELETE_RETENTION_MS)
+    assert [k["partition"] for _, _, k, _ in records(view)] == [1]
+    assert log.high_watermark == COMPACT_SLACK + 6
