@@ -16,8 +16,10 @@ RUN pip install --no-compile -c constraints.txt . && useradd --system --uid 1000
 
 USER kgroupd
 VOLUME ["/var/lib/kgroupd"]
-EXPOSE 9092
-# Ready means answering a Kafka ApiVersions request, not merely accepting TCP.
+# 8080: /metrics, /healthz, /readyz (unauthenticated: publish it only where trusted, or set
+# KGROUPD_HTTP_HOST=127.0.0.1 to keep it inside the container)
+EXPOSE 9092 8080
+# Ready (/readyz 200) means the data dir is loaded and the Kafka listeners accept.
 HEALTHCHECK --interval=5s --timeout=3s --retries=10 CMD ["python", "-m", "broker.healthcheck"]
 # Clients outside the container need the name they reach it by:
 # KGROUPD_ADVERTISED_LISTENERS=PLAINTEXT://HOST:9092.

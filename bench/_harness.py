@@ -73,7 +73,12 @@ def kgroupd_command(port: int) -> list[str]:
         base = [sys.executable, "-m", "broker"]
     else:
         base = [str(script)] if script.exists() else [sys.executable, "-m", "broker"]
-    return [*base, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    command = [*base, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    # a free HTTP port (/metrics, /readyz), so two brokers never collide on 8080; a source
+    # tree from before the HTTP listener (KGROUPD_SRC) has no such flag
+    if KGROUPD_SRC is None or (KGROUPD_SRC / "broker" / "http_options.py").exists():
+        command += ["--http-port", "0"]
+    return command
 
 
 def process_env(kind: str, bytecode: bool = True) -> tuple[dict[str, str] | None, Path]:

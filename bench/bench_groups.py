@@ -1111,6 +1111,8 @@ async def in_process_async(args: argparse.Namespace) -> None:
         # commits name a topic that exists (unknown ones are refused, as Kafka refuses them)
         create_topics=(TopicSpec("bench-commits", 64),),
     )
+    if args.no_metrics:  # (a field older trees, run with --kgroupd-rev, do not have)
+        config = dataclasses.replace(config, metrics=False)
     server = KafkaServer(config)
     await server.start()
 
@@ -1318,6 +1320,9 @@ def main() -> int:
         " request; comma-separated commit-1, commit-8, heartbeat, rebalance-N",
     )
     ap.add_argument("--in-process-requests", type=int, default=20000)
+    ap.add_argument(
+        "--no-metrics", action="store_true", help="--in-process: the broker with --no-metrics"
+    )
     ap.add_argument("--in-process-rounds", type=int, default=15)
     args = ap.parse_args()
     if args.in_process:

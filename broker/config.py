@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from broker import group_options, http_options
 from broker.listeners import Listener, ListenerError, build_listeners
 from broker.log.topics import TopicError, validate_topic_name
 from broker.security import options as security_options
@@ -24,6 +25,17 @@ from broker.storage import options as storage_options
 def new_cluster_id() -> str:
     """Kafka's cluster ids are a random UUID in URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def version() -> str:
+    """The installed kgroupd's version (pyproject.toml's)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("kgroupd")
+    except PackageNotFoundError:  # pragma: no cover (run from a source tree)
+        return "unknown"
 
 
 class ConfigError(Exception):
@@ -104,6 +116,12 @@ class BrokerConfig:
     snapshot_log_bytes: int = 64 * 1024 * 1024
     log_cache_bytes: int = storage_options.DEFAULT_LOG_CACHE_BYTES  # with --data-dir
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
+    # the HTTP listener and metrics (broker.http_options)
+    http: bool = True
+    http_host: str | None = None  # None: the first Kafka listener's host
+    http_port: int = 8080
+    metrics: bool = True
+    metrics_max_groups: int = 1000
 
     @property
     def fsync_mode(self) -> str:
@@ -138,29 +156,6 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-SERVER_ASSIGNOR_NAMES = ("uniform", "range")
-MIGRATION_POLICIES = ("disabled", "downgrade", "upgrade", "bidirectional")
-
-
-def _assignors(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if not names:
-        raise argparse.ArgumentTypeError("needs at least one assignor")
-    for name in names:
-        if name not in SERVER_ASSIGNOR_NAMES:
-            raise argparse.ArgumentTypeError(
-                f"unknown assignor {name!r} (kgroupd has {', '.join(SERVER_ASSIGNOR_NAMES)})"
-            )
-    return names
-
-
-def _policy(text: str) -> str:
-    value = text.strip().lower()
-    if value not in MIGRATION_POLICIES:
-        raise argparse.ArgumentTypeError(f"must be one of {', '.join(MIGRATION_POLICIES)}")
     return value
 
 
@@ -333,103 +328,6 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "largest record batch accepted (Kafka: message.max.bytes)",
     ),
     (
-        "--offsets-partitions",
-        "offsets_partitions",
-        _at_least_one,
-        "coordinator shards (Kafka: offsets.topic.num.partitions)",
-    ),
-    (
-        "--initial-rebalance-delay-ms",
-        "initial_rebalance_delay_ms",
-        _positive_int,
-        "Kafka: group.initial.rebalance.delay.ms",
-    ),
-    (
-        "--group-min-session-timeout-ms",
-        "group_min_session_timeout_ms",
-        _positive_int,
-        "Kafka: group.min.session.timeout.ms",
-    ),
-    (
-        "--group-max-session-timeout-ms",
-        "group_max_session_timeout_ms",
-        _positive_int,
-        "Kafka: group.max.session.timeout.ms",
-    ),
-    (
-        "--group-max-size",
-        "group_max_size",
-        _at_least_one,
-        "Kafka: group.max.size (default: unbounded)",
-    ),
-    (
-        "--group-consumer-session-timeout-ms",
-        "group_consumer_session_timeout_ms",
-        _at_least_one,
-        "consumer groups (KIP-848): Kafka: group.consumer.session.timeout.ms",
-    ),
-    (
-        "--group-consumer-min-session-timeout-ms",
-        "group_consumer_min_session_timeout_ms",
-        _at_least_one,
-        "Kafka: group.consumer.min.session.timeout.ms",
-    ),
-    (
-        "--group-consumer-max-session-timeout-ms",
-        "group_consumer_max_session_timeout_ms",
-        _at_least_one,
-        "Kafka: group.consumer.max.session.timeout.ms",
-    ),
-    (
-        "--group-consumer-heartbeat-interval-ms",
-        "group_consumer_heartbeat_interval_ms",
-        _at_least_one,
-        "Kafka: group.consumer.heartbeat.interval.ms",
-    ),
-    (
-        "--group-consumer-min-heartbeat-interval-ms",
-        "group_consumer_min_heartbeat_interval_ms",
-        _at_least_one,
-        "Kafka: group.consumer.min.heartbeat.interval.ms",
-    ),
-    (
-        "--group-consumer-max-heartbeat-interval-ms",
-        "group_consumer_max_heartbeat_interval_ms",
-        _at_least_one,
-        "Kafka: group.consumer.max.heartbeat.interval.ms",
-    ),
-    (
-        "--group-consumer-max-size",
-        "group_consumer_max_size",
-        _at_least_one,
-        "Kafka: group.consumer.max.size (default: unbounded)",
-    ),
-    (
-        "--group-consumer-assignors",
-        "group_consumer_assignors",
-        _assignors,
-        "server assignors, comma-separated, the first the default "
-        "(Kafka: group.consumer.assignors)",
-    ),
-    (
-        "--group-consumer-migration-policy",
-        "group_consumer_migration_policy",
-        _policy,
-        "disabled|downgrade|upgrade|bidirectional (Kafka: group.consumer.migration.policy)",
-    ),
-    (
-        "--offsets-retention-minutes",
-        "offsets_retention_minutes",
-        _at_least_one,
-        "Kafka: offsets.retention.minutes",
-    ),
-    (
-        "--offset-metadata-max-bytes",
-        "offset_metadata_max_bytes",
-        _positive_int,
-        "Kafka: offset.metadata.max.bytes",
-    ),
-    (
         "--transaction-partitions",
         "transaction_partitions",
         _at_least_one,
@@ -462,8 +360,28 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "the finalized transaction.version advertised: 2 (KIP-890: partitions added by "
         "Produce and TxnOffsetCommit, an epoch bump per transaction) or 1",
     ),
+    *group_options.OPTIONS,
     *security_options.OPTIONS,
+    *http_options.OPTIONS,
 ]
+
+
+# (flag without --, BrokerConfig field, help): --FLAG / --no-FLAG, KGROUPD_<FIELD>=true|false
+BOOL_OPTIONS: list[tuple[str, str, str]] = [
+    (
+        "auto-create-topics",
+        "auto_create_topics",
+        "create unknown topics on Metadata requests (Kafka: auto.create.topics.enable)",
+    ),
+    (
+        "recover",
+        "recover",
+        "start even when a data file is damaged: keep what precedes the damage, drop the "
+        "rest (and say how much)",
+    ),
+    *http_options.BOOL_OPTIONS,
+]
+_BOOLS = {dest for _, dest, _ in BOOL_OPTIONS}
 
 
 def env_name(dest: str) -> str:
@@ -488,6 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. KGROUPD_PORT=9093, booleans true|false); a flag beats the variable, "
         "which beats the default.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"kgroupd {version()}", help="print the version"
+    )
     for flag, dest, typ, text in _OPTIONS:
         default = getattr(defaults, dest)
         shown = "unset" if default is None else default
@@ -496,22 +417,15 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument(
             flag, dest=dest, type=typ, default=None, help=f"{text} [{env_name(dest)}; {shown}]"
         )
-    parser.add_argument(
-        "--auto-create-topics",
-        dest="auto_create_topics",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="create unknown topics on Metadata requests (Kafka: auto.create.topics.enable) "
-        f"[{env_name('auto_create_topics')}; true]",
-    )
-    parser.add_argument(
-        "--recover",
-        dest="recover",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="start even when a data file is damaged: keep what precedes the damage, drop "
-        f"the rest (and say how much) [{env_name('recover')}; false]",
-    )
+    for flag, dest, text in BOOL_OPTIONS:
+        shown = str(getattr(defaults, dest)).lower()
+        parser.add_argument(
+            f"--{flag}",
+            dest=dest,
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help=f"{text} [{env_name(dest)}; {shown}]",
+        )
     parser.add_argument(
         "--create-topic",
         dest="create_topics",
@@ -530,7 +444,7 @@ _ENV_TYPES: dict[str, Callable[[str], Any]] = {dest: typ for _, dest, typ, _ in 
 
 def _from_env(dest: str, raw: str) -> object:
     try:
-        if dest in ("auto_create_topics", "recover"):
+        if dest in _BOOLS:
             return _bool(raw)
         if dest == "create_topics":
             return tuple(_topic_spec(p.strip()) for p in raw.split(",") if p.strip())
@@ -547,7 +461,7 @@ def load_config(
     env = os.environ if environ is None else environ
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     values: dict[str, object] = {}
-    for dest in [*_ENV_TYPES, "auto_create_topics", "recover", "create_topics"]:
+    for dest in [*_ENV_TYPES, *_BOOLS, "create_topics"]:
         flag_value = getattr(args, dest)
         if flag_value is not None:
             values[dest] = tuple(flag_value) if dest == "create_topics" else flag_value
@@ -571,9 +485,9 @@ def validate(config: BrokerConfig) -> None:
         raise ConfigError(
             f"--log-level must be debug, info, warning or error, not {config.log_level!r}"
         )
-    if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
-        raise ConfigError("--group-min-session-timeout-ms is above --group-max-session-timeout-ms")
-    _validate_consumer_groups(config)
+    problem = group_options.check(config)
+    if problem is not None:
+        raise ConfigError(problem)
     if config.fsync not in (None, "always", "interval", "never"):
         raise ConfigError(f"--fsync must be always, interval or never, not {config.fsync!r}")
     if config.data_dir is None and config.fsync is not None:
@@ -583,35 +497,7 @@ def validate(config: BrokerConfig) -> None:
     if config.message_max_bytes > config.max_request_bytes:
         raise ConfigError("--message-max-bytes is above --max-request-bytes")
     problem = security_options.check(config, config.listener_list())  # Kafka's reasons
+    if problem is None and config.http and config.http_host == "":
+        problem = "--http-host must not be empty (0.0.0.0 listens on every address)"
     if problem is not None:
         raise ConfigError(problem)
-
-
-def _validate_consumer_groups(config: BrokerConfig) -> None:
-    """Kafka's GroupCoordinatorConfig checks on the group.consumer.* settings."""
-    c = config
-    checks = [
-        (
-            c.group_consumer_min_session_timeout_ms
-            <= c.group_consumer_session_timeout_ms
-            <= c.group_consumer_max_session_timeout_ms,
-            "--group-consumer-session-timeout-ms must lie within "
-            "--group-consumer-min-session-timeout-ms and --group-consumer-max-session-timeout-ms",
-        ),
-        (
-            c.group_consumer_min_heartbeat_interval_ms
-            <= c.group_consumer_heartbeat_interval_ms
-            <= c.group_consumer_max_heartbeat_interval_ms,
-            "--group-consumer-heartbeat-interval-ms must lie within "
-            "--group-consumer-min-heartbeat-interval-ms and "
-            "--group-consumer-max-heartbeat-interval-ms",
-        ),
-        (
-            c.group_consumer_heartbeat_interval_ms < c.group_consumer_session_timeout_ms,
-            "--group-consumer-heartbeat-interval-ms must be less than "
-            "--group-consumer-session-timeout-ms",
-        ),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ConfigError(message)

@@ -46,6 +46,7 @@ from protocol.framing import (
 from protocol.messages import MessageSpec, lookup
 
 if TYPE_CHECKING:
+    from broker.metrics import BrokerStats
     from broker.state import Broker
 
 
@@ -67,6 +68,7 @@ _ids = itertools.count(1)
 _API_VERSIONS_V0 = lookup(18, 0)
 # Requests a client may pipeline behind one that waits before we stop reading from it.
 MAX_QUEUED_FRAMES = 256
+_clock = time.perf_counter  # request durations (the metrics)
 
 
 class _Close(Exception):
@@ -414,6 +416,7 @@ class KafkaConnection(asyncio.Protocol):
             )
         spec = lookup(api_key, version)
         assert spec is not None
+        started = _clock()
         try:
             header = parse_request_header(frame, spec.flexible)
             if entry.decoder is not None:
@@ -430,6 +433,8 @@ class KafkaConnection(asyncio.Protocol):
             refused = _gate(access, api_key, request)
             if refused is not None:
                 self.log.info("request_refused", api_key=api_key, error=refused.name)
+                if self.broker.stats is not None:
+                    self.broker.stats.request(api_key, version, refused, 0.0)
                 return encode_response(corr, spec.encode_error(refused), spec.response_header_v1)
         ctx = RequestContext(
             self.broker,
@@ -443,8 +448,14 @@ class KafkaConnection(asyncio.Protocol):
             sasl,
             access,
         )
+        stats = self.broker.stats
         try:
             reply = entry.fn(ctx, request)
+            if stats is not None:
+                if type(reply) is bytes:  # the hot paths' hand-encoded answers
+                    stats.request(api_key, version, ctx.error, _clock() - started)
+                else:
+                    reply = _count(stats, api_key, version, reply, ctx.error, started)
             if sasl is not None and api_key == 36:
                 self._authenticated(sasl)
             if reply is None:
@@ -464,6 +475,8 @@ class KafkaConnection(asyncio.Protocol):
                 return reply, spec, corr
         except Exception:
             self.log.exception("handler_failed", api_key=api_key, api_version=version)
+            if stats is not None:
+                stats.request(api_key, version, _UNKNOWN, _clock() - started)
             body = spec.encode_error(ErrorCode.UNKNOWN_SERVER_ERROR)
         return encode_response(corr, body, spec.response_header_v1)
 
@@ -519,6 +532,39 @@ class KafkaConnection(asyncio.Protocol):
         """For shutdown: close now if nothing is in flight, else once it is answered."""
         self.close_when_done = True
         self._close_if_done()
+
+
+_UNKNOWN = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _count(
+    stats: BrokerStats, api_key: int, version: int, reply: Any, error: int, started: float
+) -> Any:
+    """Count an answered request (its top-level error code and time); an answer still to
+    come is counted when it comes."""
+    kind = type(reply)
+    if kind is dict:
+        error = error or reply.get("error_code") or 0
+    elif kind is Held:
+        if type(reply.reply) is dict:
+            error = error or reply.reply.get("error_code") or 0
+    elif reply is not None and kind is not bytes and not isinstance(reply, Chunks):
+        return _counted(stats, api_key, version, reply, started)
+    stats.request(api_key, version, error, _clock() - started)
+    return reply
+
+
+async def _counted(
+    stats: BrokerStats, api_key: int, version: int, waiting: Awaitable[Any], started: float
+) -> Any:
+    try:
+        reply = await waiting
+    except Exception:
+        stats.request(api_key, version, _UNKNOWN, _clock() - started)
+        raise
+    error = reply.get("error_code") or 0 if type(reply) is dict else 0
+    stats.request(api_key, version, error, _clock() - started)
+    return reply
 
 
 def _gate(access: Access, api_key: int, request: Any) -> ErrorCode | None:

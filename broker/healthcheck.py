@@ -1,19 +1,36 @@
-"""``python -m broker.healthcheck``: exit 0 when the broker answers a Kafka ApiVersions
-request on its first listener (the container's HEALTHCHECK: ready means serving Kafka, not
-merely accepting TCP), 1 otherwise. Reads the same flags and ``KGROUPD_*`` variables as the
-broker; ``--timeout`` seconds (default 3)."""
+"""``python -m broker.healthcheck``: exit 0 when the broker's ``/readyz`` answers 200 (its
+data dir loaded and its Kafka listeners accepting), 1 otherwise: the container's
+HEALTHCHECK. Under ``--no-http`` it asks the first Kafka listener for ApiVersions instead.
+Reads the same flags and ``KGROUPD_*`` variables as the broker; ``--timeout`` seconds
+(default 3)."""
 
 from __future__ import annotations
 
 import socket
 import struct
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 
 from broker.config import ConfigError, load_config
 from protocol.messages import lookup
 
-__all__ = ["check", "main"]
+__all__ = ["check", "main", "ready"]
+
+_ANY = ("", "0.0.0.0", "::")
+
+
+def ready(host: str, port: int, timeout: float) -> str | None:
+    """None if ``http://host:port/readyz`` answers 200, else why not."""
+    url = f"http://{host}:{port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return None if resp.status == 200 else f"{url} answered {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return f"{url} answered {exc.code}: {exc.read().decode(errors='replace').strip()}"
+    except OSError as exc:
+        return f"cannot reach {url}: {exc}"
 
 
 def check(host: str, port: int, timeout: float) -> str | None:
@@ -51,12 +68,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout = float(args[i + 1])
         del args[i : i + 2]
     try:
-        listener = load_config(args).listener_list()[0]
+        config = load_config(args)
+        listener = config.listener_list()[0]
     except ConfigError as exc:
         print(f"healthcheck: {exc}", file=sys.stderr)
         return 1
-    host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-    problem = check(host, listener.port, timeout)
+    if config.http:
+        host = config.http_host if config.http_host is not None else listener.host
+        problem = ready("127.0.0.1" if host in _ANY else host, config.http_port, timeout)
+    else:
+        host = listener.host if listener.host not in _ANY else "127.0.0.1"
+        problem = check(host, listener.port, timeout)
     if problem is not None:
         print(f"healthcheck: {problem}", file=sys.stderr)
         return 1

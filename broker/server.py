@@ -14,12 +14,14 @@ from broker.acceptor import BACKLOG, Acceptor
 from broker.config import BrokerConfig, new_cluster_id
 from broker.connection import KafkaConnection
 from broker.coordinator import GroupCoordinator, LoopTimers
+from broker.http import HttpListener
 from broker.listeners import Listener, advertised_address
 from broker.log.budget import MemoryBudget
 from broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
 from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
 from broker.log.topics import TopicManager
+from broker.metrics import BrokerCollector, BrokerStats
 from broker.request_pool import RequestMemoryPool
 from broker.security.acls import Authorizer, open_authorizer
 from broker.security.credentials import SecuritySetupError, open_store
@@ -51,6 +53,9 @@ class KafkaServer:
         self._sweeper: asyncio.Task[None] | None = None
         self.port = config.port
         self._tls: ssl.SSLContext | None = None
+        self.stats: BrokerStats | None = None
+        self.http: HttpListener | None = None
+        self.ready = False  # the data dir loaded and the Kafka listeners accept (/readyz)
 
     @property
     def broker(self) -> Broker:
@@ -59,12 +64,44 @@ class KafkaServer:
         return self._broker
 
     async def start(self) -> None:
+        """The HTTP listener first (``/healthz`` answers, ``/readyz`` says not yet), then the
+        data dir loads on a worker thread, then the Kafka listeners bind."""
         loop = asyncio.get_running_loop()
         self.timers = LoopTimers(loop)
         listeners = self.config.listener_list()
         if any(listener.protocol in TLS_PROTOCOLS for listener in listeners):
             self._tls = tls_context(self.config)
-        self._broker = broker = open_broker(self.config, loop, self.timers)
+        self.stats = BrokerStats(self.config.metrics_max_groups) if self.config.metrics else None
+        if self.config.http:
+            self.http = http_listener(self, listeners[0].host)
+            await self.http.start()
+        try:
+            await self._start(loop, listeners)
+        except BaseException:
+            if self.http is not None:
+                await self.http.stop()
+            raise
+        self.ready = True
+
+    async def _start(self, loop: asyncio.AbstractEventLoop, listeners: list[Listener]) -> None:
+        if self.config.data_dir is None:
+            broker, finish = open_broker(self.config, loop, self.timers)
+        else:
+            # Off the loop, so /healthz and /readyz answer meanwhile; nothing else touches
+            # the topics or the coordinator until the load is done (no Kafka listener yet),
+            # and timers scheduled by the load are armed on the loop afterwards.
+            self.timers.hold()
+            broker, finish = await loop.run_in_executor(
+                None, open_broker, self.config, loop, self.timers
+            )
+        finish()
+        self.timers.release()
+        self._broker = broker
+        if self.stats is not None:
+            broker.stats = self.stats
+            broker.coordinator.set_events(self.stats)
+            if broker.durability is not None and broker.durability.worker is not None:
+                broker.durability.worker.timed = self.stats.fsync.observe
         if broker.durability is not None:
             log.info(
                 "data_dir_loaded",
@@ -149,6 +186,10 @@ class KafkaServer:
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish, close every connection."""
+        self.ready = False
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
         if self._server is None or self._broker is None:
             return
         for server in self._servers:
@@ -196,10 +237,31 @@ def tls_context(config: BrokerConfig) -> ssl.SSLContext:
         raise SecuritySetupError(f"cannot use the TLS files {files}: {exc}") from None
 
 
+def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
+    """``--http-host`` (default: the first Kafka listener's host) and ``--http-port``; with
+    metrics on, this broker's collector."""
+    config = server.config
+    collect = None
+    if server.stats is not None:
+        collector = BrokerCollector(
+            server.stats, lambda: server._broker, lambda: len(server.connections)
+        )
+        collect = collector.collect
+
+    def not_ready() -> str | None:
+        if server.ready:
+            return None
+        return "loading the data dir" if server._broker is None else "starting the listeners"
+
+    host = config.http_host if config.http_host is not None else kafka_host
+    return HttpListener(host, config.http_port, not_ready, collect)
+
+
 def open_broker(
     config: BrokerConfig, loop: asyncio.AbstractEventLoop, timers: LoopTimers
-) -> Broker:
-    """Topics, producers and the coordinator, loaded from ``--data-dir`` when given."""
+) -> tuple[Broker, Callable[[], None]]:
+    """Topics, producers and the coordinator, loaded from ``--data-dir`` when given (on a
+    worker thread then); with what completes the load on the event loop."""
     topics = TopicManager()
     producers = ProducerStateManager()
     if config.data_dir is None:
@@ -220,16 +282,19 @@ def open_broker(
         topics.listeners.append(coordinator.on_topics_changed)
         transactions = open_transactions(config, timers, topics, producers, coordinator)
         credentials = open_store(None, config.sasl_users)
-        return Broker(
-            config,
-            cluster_id,
-            topics,
-            producers,
-            coordinator,
-            transactions,
-            credentials,
-            authorizer=authorizer_for(config),
-            offsets_topic=offsets,
+        return (
+            Broker(
+                config,
+                cluster_id,
+                topics,
+                producers,
+                coordinator,
+                transactions,
+                credentials,
+                authorizer=authorizer_for(config),
+                offsets_topic=offsets,
+            ),
+            lambda: None,
         )
     from broker.storage.durability import Durability
 
@@ -248,11 +313,11 @@ def open_broker(
     )
     topics.listeners.append(coordinator.on_topics_changed)
     transactions = open_transactions(config, timers, topics, producers, coordinator, durability)
-    durability.attach(coordinator, records, transactions)
+    finish = durability.attach(coordinator, records, transactions)
     if start is not None or any(s.groups or s.consumer_groups for s in coordinator.shards):
         offsets.create()  # the topic existed, or groups do
     credentials = open_store(config.data_dir, config.sasl_users)
-    return Broker(
+    broker = Broker(
         config,
         cluster_id,
         topics,
@@ -264,6 +329,7 @@ def open_broker(
         authorizer_for(config),
         offsets,
     )
+    return broker, finish
 
 
 def offsets_topic(

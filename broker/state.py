@@ -17,6 +17,7 @@ from broker.security.acls import Authorizer
 from broker.security.credentials import CredentialStore
 
 if TYPE_CHECKING:
+    from broker.metrics import BrokerStats
     from broker.storage.durability import Durability
 
 
@@ -52,6 +53,8 @@ class Broker:
         # __consumer_offsets, the coordinator's records as Kafka shows them
         self.offsets_topic = offsets_topic or OffsetsTopic(cluster_id, config.offsets_partitions)
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
+        # What the hot path counts for /metrics (broker.metrics); None under --no-metrics
+        self.stats: BrokerStats | None = None
 
     def state_synced(self) -> asyncio.Future[None] | None:
         """After a coordinator write: a future for it being durable (fsync=always), or None."""

@@ -27,8 +27,9 @@ from broker.server import KafkaServer
 
 @asynccontextmanager
 async def running_server(**overrides: Any) -> AsyncIterator[KafkaServer]:
-    """Start a broker on a free loopback port; stop it (gracefully) on exit."""
-    fields = {"host": "127.0.0.1", "port": 0, **overrides}
+    """Start a broker on a free loopback port (and a free HTTP port: ``server.http.port``);
+    stop it (gracefully) on exit."""
+    fields = {"host": "127.0.0.1", "port": 0, "http_port": 0, **overrides}
     config = dataclasses.replace(BrokerConfig(), **fields)
     server = KafkaServer(config)
     await server.start()
@@ -83,7 +84,7 @@ class ThreadedBroker:
 
     def __init__(self, **settings: Any) -> None:
         self.settings = _settings(
-            {"host": "127.0.0.1", "port": 0, "log_level": "warning"} | settings
+            {"host": "127.0.0.1", "port": 0, "http_port": 0, "log_level": "warning"} | settings
         )
         self.server: KafkaServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -40,6 +40,7 @@ from .consumer.commands import (
     TopicsView,
 )
 from .deferred import Deferred
+from .events import GroupEvents
 from .placement import partition_for
 from .records import Record
 from .shard import CoordinatorShard
@@ -80,6 +81,11 @@ class GroupCoordinator:
             for shard in self.shards:
                 shard.topics_view = topics
         self.consumer_heartbeat_ms = config.consumer_heartbeat_interval_ms
+
+    def set_events(self, events: GroupEvents) -> None:
+        """Tell ``events`` of every shard's rebalances and commits (the broker's metrics)."""
+        for shard in self.shards:
+            shard.events = events
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_partitions)

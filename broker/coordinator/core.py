@@ -22,6 +22,7 @@ from .config import CoordinatorConfig
 from .consumer.commands import InMemoryTopics, TopicsView
 from .consumer.group import ConsumerGroup
 from .consumer.records import CONSUMER_RECORD_TYPES, ConsumerRecord, ConsumerTombstoneRecord
+from .events import NO_EVENTS, GroupEvents
 from .group import ClassicGroup, Member
 from .records import (
     BatchRecordSink,
@@ -100,6 +101,12 @@ class ShardCore:
         self.pending_txn: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.owned = True
         self.loading = False
+        # partitions' offsets committed by OffsetCommit since start (read by the metrics)
+        self.offsets_committed = 0
+        # who hears of rebalances (the broker's metrics; GroupCoordinator.set_events). Set
+        # here, not later only: an attribute added after __init__ would give every shard a
+        # dict of its own, and every attribute read on the hot paths would slow down.
+        self.events: GroupEvents = NO_EVENTS
         self.log: Any = structlog.get_logger("kgroupd.coordinator").bind(shard=partition)
 
     # --- availability ----------------------------------------------------------------------

@@ -301,6 +301,7 @@ class MembershipOps(ShardCore):
                 lambda: self._try_complete_initial_rebalance(gid, group, delay, remaining),
             )
         group.transition_to(_PREP, self.now(), reason)
+        self.events.rebalance_started(group.group_id, reason)
         if not initial:
             self._maybe_complete_join_phase(group)
             if group.state is _PREP:
@@ -493,6 +494,7 @@ class MembershipOps(ShardCore):
                 group.transition_to(
                     GroupState.STABLE, self.now(), f"assignment received from leader {mid}"
                 )
+                self.events.rebalance_completed(group.group_id)
                 self._emit(group.to_record(), apply=False)
                 self._propagate_assignment(group, ErrorCode.NONE)
         else:  # Stable

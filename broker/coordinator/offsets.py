@@ -106,6 +106,7 @@ class OffsetOps(ShardCore):
                     metadata = ""
                 elif len(metadata) > limit // 2 and java_string_length(metadata) > limit:
                     parts.append((partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    self.offsets_committed -= 1  # counted with its topic below
                     continue
                 if stored_parts is None:
                     if stored is None:
@@ -126,6 +127,7 @@ class OffsetOps(ShardCore):
             if applied and commit_sink is not None:
                 commit_sink(group_id, name, applied, now, expire)
             topics.append((name, tuple(parts)))
+            self.offsets_committed += len(parts)
         return OffsetCommitResult(tuple(topics))
 
     @staticmethod

@@ -98,6 +98,19 @@ class LoopTimers:
         # only updates the entry, and the armed handle re-arms itself for the remainder
         # when it fires early. A handle whose entry was replaced or cancelled does nothing.
         self._live: dict[str, _Entry] = {}
+        # While the data dir loads on a worker thread: key -> (delay ms, op), armed on the
+        # loop by ``release`` (the loop's timer calls are not thread-safe).
+        self._held: dict[str, tuple[int, Op]] | None = None
+
+    def hold(self) -> None:
+        """Keep what is scheduled from now on, unarmed, until ``release``."""
+        self._held = {}
+
+    def release(self) -> None:
+        """On the loop: arm everything scheduled since ``hold`` (delays count from now)."""
+        held, self._held = self._held, None
+        for key, (delay_ms, op) in (held or {}).items():
+            self.schedule(key, delay_ms, op)
 
     def now_ms(self) -> int:
         # Wall-clock time, as Kafka's: it stamps commits and group state that are persisted
@@ -105,6 +118,9 @@ class LoopTimers:
         return int(time.time() * 1000)
 
     def schedule(self, key: str, delay_ms: int, op: Op) -> None:
+        if self._held is not None:
+            self._held[key] = (delay_ms, op)
+            return
         due = self._loop.time() + max(delay_ms, 0) / 1000.0
         entry = self._live.get(key)
         if entry is not None and entry.handle.when() <= due:
@@ -117,6 +133,8 @@ class LoopTimers:
         self._live[key] = entry
 
     def cancel(self, key: str) -> None:
+        if self._held is not None:
+            self._held.pop(key, None)
         entry = self._live.pop(key, None)
         if entry is not None:
             entry.handle.cancel()
@@ -131,7 +149,7 @@ class LoopTimers:
         self._dispatch(entry.op)
 
     def is_scheduled(self, key: str) -> bool:
-        return key in self._live
+        return key in self._live or (self._held is not None and key in self._held)
 
     def cancel_all(self) -> None:
         for key in list(self._live):

@@ -80,6 +80,7 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields 
             message=r.error_message,
         )
     if r.assignment is None:  # almost every heartbeat: encoded by hand
+        ctx.error = int(r.error)
         return encode_consumer_group_heartbeat_response(
             int(r.error), r.error_message, r.member_id, r.member_epoch, r.heartbeat_interval_ms
         )

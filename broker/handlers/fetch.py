@@ -82,6 +82,7 @@ class FetchPlan:
         total = 0
         errored = False
         out = []
+        stats = self.ctx.broker.stats
         for key, name, parts in self.items:
             entries: list[FetchPartition] = []
             denied = name in self.denied
@@ -110,6 +111,8 @@ class FetchPlan:
                             offset, limit, at_least_one=total == 0, below=upper
                         )
                         total += size
+                        if stats is not None and size:
+                            stats.fetched(name, size)
                         remaining = max(0, remaining - size)
                     if self.read_committed and code == ErrorCode.NONE:
                         end = offset + 1 if not records else _next_offset(records[-1])

@@ -184,7 +184,8 @@ def handle_heartbeat(ctx: RequestContext, req: Fields) -> bytes:
     result = ctx.broker.coordinator.heartbeat(
         Heartbeat(req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"])
     )
-    return encode_heartbeat_response(int(result.error), ctx.api_version)
+    ctx.error = error = int(result.error)
+    return encode_heartbeat_response(error, ctx.api_version)
 
 
 @handler(13)

@@ -158,6 +158,9 @@ def append_partition(
             header.last_sequence,
             base,
         )
+    stats = ctx.broker.stats
+    if stats is not None:
+        stats.produced(topic.name, len(batch))
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
 
 

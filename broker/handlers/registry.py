@@ -60,6 +60,9 @@ class RequestContext:
     sasl: SaslSession | None = None
     # --authorizer acl: the connection's principal and host with its cached decisions
     access: Access | None = None
+    # a hand-encoded answer's top-level error code, for the metrics (dict answers carry
+    # their own "error_code")
+    error: int = 0
 
     def denies(self, rule: Rule, name: str) -> bool:
         """Under ``--authorizer acl``: does ``rule`` refuse the resource ``name``?"""

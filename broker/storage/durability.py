@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from broker.coordinator.core import OffsetAndMetadata
@@ -110,10 +110,11 @@ class Durability:
         coordinator: GroupCoordinator,
         store: CoordinatorStore,
         transactions: TransactionCoordinator | None = None,
-    ) -> None:
-        """Load every shard from its snapshot and logs (streamed, shard by shard): the
-        group coordinator's first, then the transaction coordinator's, whose load writes
-        again the markers of transactions left preparing."""
+    ) -> Callable[[], None]:
+        """Load every group coordinator shard from its snapshot and logs (streamed, shard
+        by shard; on a worker thread at start-up); returns what completes the load on the
+        event loop: the transaction coordinator's shards, whose load writes again the
+        markers of transactions left preparing."""
         self.coordinator = coordinator
         store.offsets_of = self._offsets_of
         for shard in coordinator.shards:
@@ -123,9 +124,13 @@ class Durability:
         store.load(loaders)
         for shard in coordinator.shards:
             shard.complete_loading()
-        if transactions is not None:
-            for txn_shard in transactions.shards:
-                txn_shard.load(txn_records.get(txn_shard.partition, []))
+
+        def finish() -> None:
+            if transactions is not None:
+                for txn_shard in transactions.shards:
+                    txn_shard.load(txn_records.get(txn_shard.partition, []))
+
+        return finish
 
     def _offsets_of(self, partition: int) -> list[tuple[str, str, Mapping[int, OffsetAndMetadata]]]:
         """A shard's committed offsets per (group, topic), copied (for a snapshot)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -42,6 +44,8 @@ class FsyncWorker:
         self._waiters: list[asyncio.Future[None]] = []
         self._stopping = False
         self.fsyncs = 0
+        # told each round's seconds (the fsync histogram); called on the fsync thread
+        self.timed: Callable[[float], None] | None = None
         self._thread = threading.Thread(target=self._run, name="kgroupd-fsync", daemon=True)
         self._thread.start()
 
@@ -104,7 +108,11 @@ class FsyncWorker:
                     dirs, self._dirs = self._dirs, set()
                     waiters, self._waiters = self._waiters, []
                     stopping = self._stopping
+                started = time.perf_counter()
                 error = self._sync_batch(fds, retired, dirs)
+                timed = self.timed
+                if timed is not None and (fds or retired or dirs):
+                    timed(time.perf_counter() - started)
             if waiters:
                 self.loop.call_soon_threadsafe(_resolve, waiters, error)
             if stopping:

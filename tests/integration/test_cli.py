@@ -19,7 +19,8 @@ async def start(*args: str, env: dict[str, str] | None = None) -> asyncio.subpro
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **(env or {})},
+        # a free HTTP port (the default 8080 may be taken), unless the test says otherwise
+        env={**os.environ, "KGROUPD_HTTP_PORT": "0", **(env or {})},
     )
 
 
@@ -108,6 +109,12 @@ async def test_help_documents_every_flag() -> None:
         "--max-connections-per-ip",
         "--connections-max-idle-ms",
         "--incomplete-request-timeout-ms",
+        "--http-host",
+        "--http-port",
+        "--no-http",
+        "--no-metrics",
+        "--metrics-max-groups",
+        "--version",
     ):
         assert flag in out
 

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -66,6 +67,7 @@ def test_image_copies_every_package_the_project_installs() -> None:
     assert f"chown {user} {env['KGROUPD_DATA_DIR']}" in run
     (health,) = dockerfile_lines("HEALTHCHECK")
     assert health.endswith('CMD ["python", "-m", "broker.healthcheck"]')
+    assert "8080" in dockerfile_lines("EXPOSE")[0].split()  # /readyz, /metrics
 
 
 UNPRIVILEGED = "nobody"  # stands in for the image's user: it owns nothing but the data dir
@@ -168,6 +170,8 @@ async def _image_story(
         "KGROUPD_LISTENERS": f"INTERNAL://127.0.0.1:{ports[0]},EXTERNAL://127.0.0.2:{ports[1]}",
         "KGROUPD_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
         "KGROUPD_DATA_DIR": str(data),
+        # the HEALTHCHECK asks this port's /readyz (8080 in the image; free here)
+        "KGROUPD_HTTP_PORT": str(free_port("127.0.0.1")),
     }
     command = [str(env_dir / "bin" / entrypoint[0]), *entrypoint[1:]]
 
@@ -190,6 +194,9 @@ async def _image_story(
     proc = await _start([*command, "--create-topic", "boxed:2"], run_env, data, as_user)
     try:
         assert await healthcheck() == 0
+        readyz = f"http://127.0.0.1:{run_env['KGROUPD_HTTP_PORT']}/readyz"
+        with urllib.request.urlopen(readyz, timeout=5) as resp:  # what the check asks
+            assert resp.status == 200
         for host, port in zip(("127.0.0.1", "127.0.0.2"), ports, strict=True):
             producer = AIOKafkaProducer(bootstrap_servers=f"{host}:{port}")
             await producer.start()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import random
 import ssl
@@ -419,6 +420,8 @@ async def test_unusable_tls_files_stop_start_up_with_one_line(tmp_path: Path) ->
         sys.executable,
         "-m",
         "broker",
+        "--http-port",
+        "0",
         "--listeners",
         "SSL://127.0.0.1:0",
         "--ssl-certfile",
@@ -440,6 +443,8 @@ async def test_an_unreadable_users_file_stops_start_up_with_one_line(tmp_path: P
         sys.executable,
         "-m",
         "broker",
+        "--http-port",
+        "0",
         "--listeners",
         "SASL_PLAINTEXT://127.0.0.1:0",
         "--sasl-users",
@@ -449,4 +454,7 @@ async def test_an_unreadable_users_file_stops_start_up_with_one_line(tmp_path: P
     )
     _out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2
-    assert err.decode().strip() == f"kgroupd: error: --sasl-users {bad}, line 1: not USER:PASSWORD"
+    # one line of error; before it, the HTTP listener (up before the users are read) logged
+    *logged, line = err.decode().strip().splitlines()
+    assert line == f"kgroupd: error: --sasl-users {bad}, line 1: not USER:PASSWORD"
+    assert [json.loads(x)["event"] for x in logged] == ["http_listening"]

@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from broker.api_names import API_NAMES
 from broker.handlers import supported_versions
 from protocol.schemas import DEFINITIONS, SERVED
 
@@ -21,48 +22,7 @@ from .kp_extra import jar_message_json
 OLDEST_BEFORE = {0: 0, 1: 4, 2: 0, 3: 0, 8: 0, 9: 0, 10: 0, 11: 0, 12: 0, 13: 0, 14: 0}
 OLDEST_BEFORE |= {15: 0, 16: 0, 18: 0, 19: 0, 20: 0, 22: 0, 32: 0, 37: 0, 42: 0, 47: 0}
 
-NAMES = {
-    0: "Produce",
-    1: "Fetch",
-    2: "ListOffsets",
-    3: "Metadata",
-    8: "OffsetCommit",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    11: "JoinGroup",
-    12: "Heartbeat",
-    13: "LeaveGroup",
-    14: "SyncGroup",
-    15: "DescribeGroups",
-    17: "SaslHandshake",
-    16: "ListGroups",
-    18: "ApiVersions",
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    21: "DeleteRecords",
-    22: "InitProducerId",
-    24: "AddPartitionsToTxn",
-    25: "AddOffsetsToTxn",
-    26: "EndTxn",
-    28: "TxnOffsetCommit",
-    29: "DescribeAcls",
-    30: "CreateAcls",
-    31: "DeleteAcls",
-    32: "DescribeConfigs",
-    33: "AlterConfigs",
-    36: "SaslAuthenticate",
-    37: "CreatePartitions",
-    42: "DeleteGroups",
-    44: "IncrementalAlterConfigs",
-    47: "OffsetDelete",
-    50: "DescribeUserScramCredentials",
-    51: "AlterUserScramCredentials",
-    61: "DescribeProducers",
-    65: "DescribeTransactions",
-    66: "ListTransactions",
-    68: "ConsumerGroupHeartbeat",
-    69: "ConsumerGroupDescribe",
-}
+NAMES = API_NAMES  # the package's table (the metrics' api label), checked here
 
 
 def kafka_range(api_key: int) -> tuple[int, int]:

@@ -85,6 +85,8 @@ class BrokerProcess:
             "broker",
             "--port",
             str(self.port),
+            "--http-port",
+            "0",
             "--log-format",
             "json",
             "--data-dir",

@@ -450,6 +450,7 @@ class ConsumerGroupOps(ShardCore):
     # --- epochs and assignment ----------------------------------------------------------------
     def _bump(self, group: ConsumerGroup, reason: str) -> None:
         group.group_epoch += 1
+        self.events.rebalance_started(group.group_id, reason, consumer=True)
         group.subscription_metadata = self._metadata(group)
         self._record(ConsumerGroupEpochRecord(group.group_id, group.group_epoch))
         self.log.info(

@@ -1,0 +1,57 @@
+"""Plain notifications the coordinator gives as it works (the broker's metrics count them).
+
+The coordinator stays wire-free: it calls these methods with group ids, short reason
+categories and counts, and knows nothing of who listens. The default does nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["NO_EVENTS", "REBALANCE_REASONS", "GroupEvents", "rebalance_reason"]
+
+# What starts a classic group's rebalance, as a bounded label (the coordinator's reasons
+# name members; these do not).
+REBALANCE_REASONS = (
+    "member_joined",
+    "member_rejoined",
+    "metadata_changed",
+    "member_left",
+    "session_expired",
+    "sync_timeout",
+    "migration",
+    "other",
+)
+
+
+def rebalance_reason(text: str) -> str:
+    """The category of one of the coordinator's rebalance reasons (classic groups' and the
+    consumer groups' epoch bumps)."""
+    if text.startswith("adding new member") or "joined or changed" in text:
+        return "member_joined"
+    if text.startswith("explicit LeaveGroup") or "left the group" in text:
+        return "member_left"
+    if text.startswith("session of") or "(session timeout)" in text:
+        return "session_expired"
+    if "sent no SyncGroup" in text:
+        return "sync_timeout"
+    if text.startswith("Downgrade"):
+        return "migration"
+    if "change" in text:
+        return "metadata_changed"
+    if "rejoin" in text:
+        return "member_rejoined"
+    return "other"
+
+
+class GroupEvents:
+    """Override what you listen to; each call is made on the coordinator's (event) thread."""
+
+    def rebalance_started(self, group_id: str, reason: str, consumer: bool = False) -> None:
+        """A classic group entered PreparingRebalance, or a consumer group's epoch was
+        bumped (``consumer``); ``reason`` is the coordinator's text."""
+
+    def rebalance_completed(self, group_id: str) -> None:
+        """A classic group became Stable with its leader's assignment (a consumer group has
+        no such moment: each member reconciles on its own)."""
+
+
+NO_EVENTS = GroupEvents()

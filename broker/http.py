@@ -1,0 +1,97 @@
+"""The HTTP listener: ``/healthz``, ``/readyz`` and ``/metrics``, on the broker's own event
+loop (aiohttp's low-level ``AppRunner`` and ``TCPSite``: no thread, no second loop, and a
+scrape is one short callback between Kafka requests). Unauthenticated: bind it to loopback
+(``--http-host 127.0.0.1``) or keep it behind a firewall."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
+
+log = structlog.get_logger("kgroupd.http")
+
+
+class HttpBindError(OSError):
+    """The HTTP listener's address cannot be bound."""
+
+
+class HttpListener:
+    def __init__(
+        self,
+        host: str | None,
+        port: int,
+        ready: Callable[[], str | None],
+        collect: Callable[[], Iterable[Metric]] | None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._ready = ready  # None when ready, else why not
+        self._collect = collect  # None: --no-metrics
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> int:
+        """Bind and serve; the bound port (``--http-port 0`` binds a free one)."""
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            where = f"{self.host or '*'}:{self.port}"
+            raise HttpBindError(
+                f"cannot listen for HTTP on {where} (--http-port, --http-host): "
+                f"{exc.strerror or exc}"
+            ) from None
+        self._runner = runner
+        server = site._server
+        sockets = getattr(server, "sockets", None) or ()
+        self.port = sockets[0].getsockname()[1] if sockets else self.port
+        log.info("http_listening", host=self.host or "*", port=self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        why = self._ready()
+        if why is None:
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text=f"not ready: {why}\n")
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        if self._collect is None:
+            return web.Response(status=404, text="metrics are off (--no-metrics)\n")
+        # The broker's state is read on the loop (nothing else may touch it); the text is
+        # written on a worker thread, so a large scrape does not hold the Kafka path.
+        families = list(self._collect())
+        body = await asyncio.get_running_loop().run_in_executor(None, _render, families)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+class _Collected:
+    """Metric families already read, for ``generate_latest``."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self.families
+
+
+def _render(families: list[Metric]) -> bytes:
+    return generate_latest(_Collected(families))
