@@ -100,7 +100,7 @@ class Api:
 def _file(name: str) -> web.Response:
     path = WEB / name
     kind = _TYPES.get(path.suffix)
-    if kind is None or "/" in name or not path.is_file():
+    if kind is None or path.resolve().parent != WEB.resolve() or not path.is_file():
         raise web.HTTPNotFound()
     return web.Response(
         body=path.read_bytes(),
