@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from broker.config import TopicSpec
@@ -177,8 +178,10 @@ async def event_stream(server: KafkaServer) -> AsyncIterator[list[tuple[str, dic
             await task
 
 
-async def test_events_tell_of_a_join_a_rebalance_and_commits() -> None:
-    async with running_server(**server_opts()) as server:
+@pytest.mark.parametrize("metrics", [True, False], ids=["metrics", "no-metrics"])
+async def test_events_tell_of_a_join_a_rebalance_and_commits(metrics: bool) -> None:
+    # with metrics the coordinator's hook is a tee of the metrics and the live events
+    async with running_server(**server_opts(), metrics=metrics) as server:
         boot = f"127.0.0.1:{server.port}"
         await produce(boot, 5)
         async with event_stream(server) as events:
@@ -266,3 +269,50 @@ async def test_a_slow_events_reader_is_disconnected_not_buffered() -> None:
         # the connection is closed: what was sent, then EOF
         await asyncio.wait_for(reader.read(), 10)
         writer.close()
+
+
+async def test_a_consumer_group_shows_its_epoch_assignor_and_members() -> None:
+    """KIP-848 (confluent-kafka, group.protocol=consumer): type consumer, the group epoch as
+    its generation, the server assignor as its protocol, the member's partitions by name; its
+    epoch bump is a rebalance start event of type consumer."""
+    from confluent_kafka import Consumer
+
+    async with (
+        running_server(
+            create_topics=(TopicSpec(TOPIC, 2),),
+            group_consumer_min_heartbeat_interval_ms=100,
+            group_consumer_heartbeat_interval_ms=200,
+        ) as server,
+        event_stream(server) as events,
+    ):
+        consumer = Consumer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{server.port}",
+                "group.id": "kip848",
+                "client.id": "rd1",
+                "group.protocol": "consumer",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            consumer.subscribe([TOPIC])
+
+            async def assigned() -> Any:
+                await asyncio.to_thread(consumer.poll, 0.1)
+                status, body = await get(server, "/api/groups/kip848")
+                return (
+                    status == 200 and body["members"] and body["members"][0]["partitions"] and body
+                )
+
+            group = await until(assigned, "the member's assignment")
+            assert (group["type"], group["protocol_type"]) == ("consumer", "consumer")
+            assert group["protocol"] == "uniform"
+            assert group["generation"] >= 1
+            (m,) = group["members"]
+            assert m["client_id"] == "rd1"
+            assert m["partitions"] == [{"topic": TOPIC, "partition": p} for p in (0, 1)]
+            starts = [d for n, d in events if n == "rebalance" and d["group"] == "kip848"]
+            assert starts and starts[0]["type"] == "consumer"
+            assert starts[0]["phase"] == "start" and starts[0]["category"] == "member_joined"
+        finally:
+            await asyncio.to_thread(consumer.close)
