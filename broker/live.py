@@ -108,6 +108,8 @@ class LiveEvents(GroupEvents):
         for sub in self.subscribers:
             sub.closed = True
             sub.wake.set()
+            if sub.abort is not None:  # a writer stuck on a reader that does not read
+                sub.abort()
         ticker, self._ticker = self._ticker, None
         if ticker is not None:
             ticker.cancel()

@@ -271,6 +271,29 @@ async def test_a_slow_events_reader_is_disconnected_not_buffered() -> None:
         writer.close()
 
 
+async def test_a_reader_that_does_not_read_does_not_hold_the_broker_s_stop() -> None:
+    async with running_server(**server_opts()) as server:
+        assert server.http is not None
+        _, writer = await asyncio.open_connection("127.0.0.1", server.http.port)
+        writer.write(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        await until(lambda: asyncio.sleep(0, server.live.subscribers), "the subscription")
+        (sub,) = server.live.subscribers
+        for _ in range(QUEUE_LIMIT // 2):  # ~10 MB: more than the sockets hold
+            server.live._send("group", {"pad": "x" * 20_000})
+            await asyncio.sleep(0)
+        assert sub.queue and not sub.dropped  # the writer waits on the full socket
+        stopping = asyncio.create_task(server.stop())
+        try:
+            # not aiohttp's wait (60 s) for its handlers to finish
+            await asyncio.wait_for(asyncio.shield(stopping), 5)
+        except TimeoutError:
+            writer.transport.abort()  # frees the stuck writer, so the test ends
+            await stopping
+            pytest.fail("the broker's stop waited on an /api/events reader")
+        finally:
+            writer.close()
+
+
 async def test_a_consumer_group_shows_its_epoch_assignor_and_members() -> None:
     """KIP-848 (confluent-kafka, group.protocol=consumer): type consumer, the group epoch as
     its generation, the server assignor as its protocol, the member's partitions by name; its
