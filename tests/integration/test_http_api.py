@@ -313,6 +313,7 @@ async def test_a_consumer_group_shows_its_epoch_assignor_and_members() -> None:
                 "bootstrap.servers": f"127.0.0.1:{server.port}",
                 "group.id": "kip848",
                 "client.id": "rd1",
+                "group.instance.id": "rd-static",
                 "group.protocol": "consumer",
                 "enable.auto.commit": False,
             }
@@ -332,7 +333,7 @@ async def test_a_consumer_group_shows_its_epoch_assignor_and_members() -> None:
             assert group["protocol"] == "uniform"
             assert group["generation"] >= 1
             (m,) = group["members"]
-            assert m["client_id"] == "rd1"
+            assert (m["client_id"], m["instance_id"]) == ("rd1", "rd-static")
             assert m["partitions"] == [{"topic": TOPIC, "partition": p} for p in (0, 1)]
             starts = [d for n, d in events if n == "rebalance" and d["group"] == "kip848"]
             assert starts and starts[0]["type"] == "consumer"
