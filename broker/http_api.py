@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
@@ -45,7 +46,7 @@ class Api:
         return broker
 
     async def _groups(self, _request: web.Request) -> web.Response:
-        return web.json_response({"groups": groups_view(self._loaded())})
+        return await _json({"groups": groups_view(self._loaded())})
 
     async def _group(self, request: web.Request) -> web.Response:
         found = group_view(self._loaded(), request.match_info["group"])
@@ -54,7 +55,7 @@ class Api:
         return web.json_response(found)
 
     async def _topics(self, _request: web.Request) -> web.Response:
-        return web.json_response({"topics": topics_view(self._loaded())})
+        return await _json({"topics": topics_view(self._loaded())})
 
     async def _index(self, _request: web.Request) -> web.Response:
         return _file("index.html")
@@ -95,6 +96,13 @@ class Api:
                     why=f"{QUEUE_LIMIT} events behind; disconnected",
                 )
         return resp
+
+
+async def _json(data: dict[str, Any]) -> web.Response:
+    """The state was read on the loop (nothing else may touch it); the text is written on a
+    worker thread, as /metrics' is, so a broker with many groups is not held meanwhile."""
+    body = await asyncio.get_running_loop().run_in_executor(None, json.dumps, data)
+    return web.Response(text=body, content_type="application/json")
 
 
 def _file(name: str) -> web.Response:
