@@ -98,7 +98,8 @@ function renderTimeline() {
       el("td", { title: e.reason }, why),
       el("td", { class: "num" }, e.duration_ms === undefined ? "—" : `${Math.round(e.duration_ms)} ms`),
       el("td", { class: "num" }, e.members === undefined ? "—" : e.members),
-      el("td", { class: "moves" }, moves.length ? moves : el("span", { class: "muted" }, "none")));
+      el("td", { class: "moves" }, moves.length ? moves : el("span", { class: "muted" },
+        e.type === "consumer" ? "epoch bump: members reconcile on their own" : "none")));
   }));
 }
 
