@@ -1,4 +1,5 @@
-"""The HTTP listener: ``/healthz``, ``/readyz`` and ``/metrics``, on the broker's own event
+"""The HTTP listener: ``/healthz``, ``/readyz``, ``/metrics`` and (``broker.http_api``) the
+JSON API, ``/api/events`` and the live page, on the broker's own event
 loop (aiohttp's low-level ``AppRunner`` and ``TCPSite``: no thread, no second loop, and a
 scrape is one short callback between Kafka requests). Unauthenticated: bind it to loopback
 (``--http-host 127.0.0.1``) or keep it behind a firewall."""
@@ -12,6 +13,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import Metric
+
+from broker.http_api import Api
 
 log = structlog.get_logger("kgroupd.http")
 
@@ -27,12 +30,14 @@ class HttpListener:
         port: int,
         ready: Callable[[], str | None],
         collect: Callable[[], Iterable[Metric]] | None,
+        api: Api | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self._ready = ready  # None when ready, else why not
         self._collect = collect  # None: --no-metrics
         self._runner: web.AppRunner | None = None
+        self.api = api
 
     async def start(self) -> int:
         """Bind and serve; the bound port (``--http-port 0`` binds a free one)."""
@@ -40,6 +45,8 @@ class HttpListener:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
+        if self.api is not None:
+            self.api.routes(app)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
@@ -60,6 +67,8 @@ class HttpListener:
         return self.port
 
     async def stop(self) -> None:
+        if self.api is not None:
+            await self.api.live.stop()  # open /api/events streams end
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

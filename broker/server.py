@@ -14,8 +14,11 @@ from broker.acceptor import BACKLOG, Acceptor
 from broker.config import BrokerConfig, new_cluster_id
 from broker.connection import KafkaConnection
 from broker.coordinator import GroupCoordinator, LoopTimers
+from broker.coordinator.events import GroupEvents, TeeEvents
 from broker.http import HttpListener
+from broker.http_api import Api
 from broker.listeners import Listener, advertised_address
+from broker.live import LiveEvents
 from broker.log.budget import MemoryBudget
 from broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
 from broker.log.partition import now_ms
@@ -55,6 +58,8 @@ class KafkaServer:
         self._tls: ssl.SSLContext | None = None
         self.stats: BrokerStats | None = None
         self.http: HttpListener | None = None
+        # group events for /api/events and the rebalance log lines
+        self.live = LiveEvents(lambda: self._broker)
         self.ready = False  # the data dir loaded and the Kafka listeners accept (/readyz)
 
     @property
@@ -84,6 +89,7 @@ class KafkaServer:
         self.ready = True
 
     async def _start(self, loop: asyncio.AbstractEventLoop, listeners: list[Listener]) -> None:
+        began = time.monotonic()
         if self.config.data_dir is None:
             broker, finish = open_broker(self.config, loop, self.timers)
         else:
@@ -97,18 +103,14 @@ class KafkaServer:
         finish()
         self.timers.release()
         self._broker = broker
+        events: GroupEvents = self.live
         if self.stats is not None:
             broker.stats = self.stats
-            broker.coordinator.set_events(self.stats)
+            events = TeeEvents(self.stats, self.live)
             if broker.durability is not None and broker.durability.worker is not None:
                 broker.durability.worker.timed = self.stats.fsync.observe
-        if broker.durability is not None:
-            log.info(
-                "data_dir_loaded",
-                data_dir=self.config.data_dir,
-                fsync=self.config.fsync_mode,
-                topics=len(broker.topics.topics),
-            )
+        broker.coordinator.set_events(events)
+        log_loaded(self.config, broker, time.monotonic() - began)
         try:
             for listener in listeners:
                 server = await self._listen(listener)
@@ -223,6 +225,28 @@ class KafkaServer:
         log.info("stopped")
 
 
+def log_loaded(config: BrokerConfig, broker: Broker, seconds: float) -> None:
+    """The start-up summary: what was recovered (from --data-dir) or created, and how long
+    it took."""
+    groups = offsets = static = 0
+    for shard in broker.coordinator.shards:
+        groups += len(shard.groups) + len(shard.consumer_groups)
+        offsets += sum(len(parts) for t in shard.offsets.values() for parts in t.values())
+        static += sum(len(g.static_members) for g in shard.groups.values())
+        static += sum(len(g.static_members) for g in shard.consumer_groups.values())
+    log.info(
+        "loaded",
+        data_dir=config.data_dir,
+        fsync=config.fsync_mode if config.data_dir is not None else None,
+        topics=len(broker.topics.topics),
+        partitions=broker.topics.partition_count(),
+        groups=groups,
+        committed_offsets=offsets,
+        static_members=static,
+        load_ms=round(seconds * 1000, 1),
+    )
+
+
 def tls_context(config: BrokerConfig) -> ssl.SSLContext:
     """The SSL and SASL_SSL listeners' context; a file that cannot be used stops start-up
     with one line naming it."""
@@ -254,7 +278,8 @@ def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
         return "loading the data dir" if server._broker is None else "starting the listeners"
 
     host = config.http_host if config.http_host is not None else kafka_host
-    return HttpListener(host, config.http_port, not_ready, collect)
+    api = Api(lambda: server._broker, server.live)
+    return HttpListener(host, config.http_port, not_ready, collect, api)
 
 
 def open_broker(

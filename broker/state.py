@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import structlog
+
 from broker.config import BrokerConfig
 from broker.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.coordinator.txn import TransactionCoordinator
@@ -160,6 +162,15 @@ class TopicsOf:
 def create_startup_topics(config: BrokerConfig, topics: TopicManager) -> None:
     """``--create-topic``: created unless it exists (it may, loaded from the data dir)."""
     for spec in config.create_topics:
-        if topics.get(spec.name) is None:
+        found = topics.get(spec.name)
+        if found is None:
             topics.check_create(spec.name, spec.partitions, 1, {})
             topics.create(spec.name, spec.partitions)
+        elif len(found.partitions) != spec.partitions:
+            structlog.get_logger("kgroupd.server").warning(
+                "create_topic_mismatch",
+                topic=spec.name,
+                requested_partitions=spec.partitions,
+                existing_partitions=len(found.partitions),
+                kept="existing",
+            )

@@ -86,6 +86,8 @@ class GroupCoordinator:
         """Tell ``events`` of every shard's rebalances and commits (the broker's metrics)."""
         for shard in self.shards:
             shard.events = events
+            for group in shard.groups.values():
+                group.events = events
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_partitions)

@@ -125,7 +125,7 @@ class ShardCore:
 
     # --- groups ----------------------------------------------------------------------------
     def _new_group(self, group_id: str) -> ClassicGroup:
-        group = ClassicGroup(group_id, self.now(), self.log)
+        group = ClassicGroup(group_id, self.now(), self.log, self.events)
         self.groups[group_id] = group
         return group
 
@@ -148,7 +148,9 @@ class ShardCore:
         if isinstance(record, OffsetCommitRecord):
             if record.group_id not in self.groups:
                 # a simple group, created by its first commit
-                group = ClassicGroup(record.group_id, record.commit_timestamp_ms, self.log)
+                group = ClassicGroup(
+                    record.group_id, record.commit_timestamp_ms, self.log, self.events
+                )
                 self.groups[record.group_id] = group
             self.offsets.setdefault(record.group_id, {}).setdefault(record.topic, {})[
                 record.partition
@@ -173,7 +175,9 @@ class ShardCore:
         elif isinstance(record, TxnOffsetCommitRecord):
             gid = record.group_id
             if gid not in self.groups and gid not in self.consumer_groups:
-                self.groups[gid] = ClassicGroup(gid, record.commit_timestamp_ms, self.log)
+                self.groups[gid] = ClassicGroup(
+                    gid, record.commit_timestamp_ms, self.log, self.events
+                )
             self.pending_txn.setdefault(gid, {}).setdefault(record.producer_id, {})[
                 (record.topic, record.partition)
             ] = OffsetAndMetadata(
@@ -186,7 +190,9 @@ class ShardCore:
                 if not by_producer:
                     del self.pending_txn[record.group_id]
         elif isinstance(record, GroupMetadataRecord):
-            self.groups[record.group_id] = ClassicGroup.from_record(record, self.log)
+            loaded = ClassicGroup.from_record(record, self.log)
+            loaded.events = self.events
+            self.groups[record.group_id] = loaded
         elif isinstance(record, GroupTombstoneRecord):
             dead = self.groups.pop(record.group_id, None)
             if dead is not None:

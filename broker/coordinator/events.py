@@ -1,4 +1,5 @@
-"""Plain notifications the coordinator gives as it works (the broker's metrics count them).
+"""Plain notifications the coordinator gives as it works (the broker's metrics count them;
+the HTTP listener's live events, ``/api/events``, pass them on).
 
 The coordinator stays wire-free: it calls these methods with group ids, short reason
 categories and counts, and knows nothing of who listens. The default does nothing.
@@ -6,7 +7,7 @@ categories and counts, and knows nothing of who listens. The default does nothin
 
 from __future__ import annotations
 
-__all__ = ["NO_EVENTS", "REBALANCE_REASONS", "GroupEvents", "rebalance_reason"]
+__all__ = ["NO_EVENTS", "REBALANCE_REASONS", "GroupEvents", "TeeEvents", "rebalance_reason"]
 
 # What starts a classic group's rebalance, as a bounded label (the coordinator's reasons
 # name members; these do not).
@@ -52,6 +53,36 @@ class GroupEvents:
     def rebalance_completed(self, group_id: str) -> None:
         """A classic group became Stable with its leader's assignment (a consumer group has
         no such moment: each member reconciles on its own)."""
+
+    def group_state_changed(self, group_id: str, state: str, generation: int) -> None:
+        """A classic group's state changed to ``state`` (Kafka's name, ``Stable``)."""
+
+    def offsets_committed(self, group_id: str, count: int) -> None:
+        """An OffsetCommit stored ``count`` partitions' offsets of ``group_id`` (called once
+        per request: keep it cheap)."""
+
+
+class TeeEvents(GroupEvents):
+    """Every notification to each of ``listeners``, in order."""
+
+    def __init__(self, *listeners: GroupEvents) -> None:
+        self.listeners = listeners
+
+    def rebalance_started(self, group_id: str, reason: str, consumer: bool = False) -> None:
+        for listener in self.listeners:
+            listener.rebalance_started(group_id, reason, consumer)
+
+    def rebalance_completed(self, group_id: str) -> None:
+        for listener in self.listeners:
+            listener.rebalance_completed(group_id)
+
+    def group_state_changed(self, group_id: str, state: str, generation: int) -> None:
+        for listener in self.listeners:
+            listener.group_state_changed(group_id, state, generation)
+
+    def offsets_committed(self, group_id: str, count: int) -> None:
+        for listener in self.listeners:
+            listener.offsets_committed(group_id, count)
 
 
 NO_EVENTS = GroupEvents()

@@ -11,6 +11,7 @@ from protocol.errors import ErrorCode
 from .commands import JoinGroupMember, JoinGroupResult, Protocols, SyncGroupResult
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, ConsumerProtocolError, subscription_topics
 from .deferred import Deferred
+from .events import NO_EVENTS, GroupEvents
 from .records import GroupMetadataRecord, MemberRecord
 from .state import GroupState, check_transition
 
@@ -99,8 +100,11 @@ class Member:
 class ClassicGroup:
     """One classic group. Mutated only by its shard's operations (one at a time)."""
 
-    def __init__(self, group_id: str, now_ms: int, log: Any) -> None:
+    def __init__(
+        self, group_id: str, now_ms: int, log: Any, events: GroupEvents = NO_EVENTS
+    ) -> None:
         self.group_id = group_id
+        self.events = events  # its shard's (GroupCoordinator.set_events)
         self.state = GroupState.EMPTY
         self.previous_state = GroupState.EMPTY
         self.state_timestamp_ms = now_ms
@@ -131,6 +135,7 @@ class ClassicGroup:
         self.previous_state = self.state
         self.state = target
         self.state_timestamp_ms = now_ms
+        self.events.group_state_changed(self.group_id, target.value, self.generation_id)
 
     def in_state(self, *states: GroupState) -> bool:
         return self.state in states

@@ -85,6 +85,7 @@ class OffsetOps(ShardCore):
         ):
             self._reschedule_heartbeat(group, member)
         now = self.now()
+        counted = self.offsets_committed
         expire = None if cmd.retention_time_ms == -1 else now + cmd.retention_time_ms
         limit = self.config.offset_metadata_max_bytes
         group_id = cmd.group_id
@@ -128,6 +129,7 @@ class OffsetOps(ShardCore):
                 commit_sink(group_id, name, applied, now, expire)
             topics.append((name, tuple(parts)))
             self.offsets_committed += len(parts)
+        self.events.offsets_committed(group_id, self.offsets_committed - counted)
         return OffsetCommitResult(tuple(topics))
 
     @staticmethod

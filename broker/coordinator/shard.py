@@ -61,7 +61,9 @@ class CoordinatorShard(MembershipOps, OffsetOps, TxnOffsetOps, MigrationOps):
         if group_id not in self.groups:
             # a simple group, created by its first commit (as replay does)
             first = next(iter(offsets.values()))
-            self.groups[group_id] = ClassicGroup(group_id, first.commit_timestamp_ms, self.log)
+            self.groups[group_id] = ClassicGroup(
+                group_id, first.commit_timestamp_ms, self.log, self.events
+            )
         topics = self.offsets.setdefault(group_id, {})
         parts = topics.get(topic)
         if parts is None:

@@ -247,6 +247,7 @@ async def test_readyz_is_503_until_a_slow_data_dir_has_loaded(tmp_path: Path) ->
         port = http["port"]
         assert isinstance(port, int) and port > 0
         seen: list[int] = []
+        api_seen: list[int] = []
         async with aiohttp.ClientSession() as session:
             base = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 60
@@ -259,6 +260,8 @@ async def test_readyz_is_503_until_a_slow_data_dir_has_loaded(tmp_path: Path) ->
                         break
                     assert ready.status == 503
                     assert "loading the data dir" in await ready.text()
+                    async with session.get(f"{base}/api/groups") as api:
+                        api_seen.append(api.status)
                     # the image's HEALTHCHECK (python -m broker.healthcheck) says not yet
                     assert "503" in (await asyncio.to_thread(healthcheck_ready, port) or "")
                 assert time.monotonic() < deadline
@@ -266,12 +269,20 @@ async def test_readyz_is_503_until_a_slow_data_dir_has_loaded(tmp_path: Path) ->
             assert await asyncio.to_thread(healthcheck_ready, port) is None
             # answered promptly while loading: the load does not block the loop
             assert seen.count(503) >= 5, seen
+            # the JSON API too: 503 while nothing can be read yet (a late one may be a 200)
+            assert api_seen.count(503) >= 4 and set(api_seen) <= {200, 503}, api_seen
+            loaded = await wait_for_event(proc, "loaded")  # the start-up summary
+            assert (loaded["groups"], loaded["committed_offsets"]) == (2000, 2000 * 100)
             listening = await wait_for_event(proc, "listening")
             with socket.create_connection(("127.0.0.1", int(listening["port"])), 5):
                 pass  # the Kafka listener accepts once ready
             async with session.get(f"{base}/metrics") as resp:
                 text = await resp.text()
             assert 'kgroupd_groups{state="Empty",type="classic"} 2000.0' in text
+            async with session.get(f"{base}/api/groups/g1999") as resp:
+                group = await resp.json()
+            assert (group["state"], group["members"]) == ("Empty", [])
+            assert [r["committed"] for r in group["offsets"]] == list(range(100))
     finally:
         proc.kill()
         await proc.wait()

@@ -197,6 +197,16 @@ async def _image_story(
         readyz = f"http://127.0.0.1:{run_env['KGROUPD_HTTP_PORT']}/readyz"
         with urllib.request.urlopen(readyz, timeout=5) as resp:  # what the check asks
             assert resp.status == 200
+        # the live page's static files are package data of the installed package
+        base = f"http://127.0.0.1:{run_env['KGROUPD_HTTP_PORT']}"
+        for path, kind, text in (
+            ("/", "text/html", b'src="/static/app.js"'),
+            ("/static/app.js", "text/javascript", b'new EventSource("/api/events")'),
+            ("/static/style.css", "text/css", b".group"),
+        ):
+            with urllib.request.urlopen(base + path, timeout=5) as resp:
+                assert resp.headers["Content-Type"].startswith(kind), path
+                assert text in resp.read(), path
         for host, port in zip(("127.0.0.1", "127.0.0.2"), ports, strict=True):
             producer = AIOKafkaProducer(bootstrap_servers=f"{host}:{port}")
             await producer.start()
@@ -296,4 +306,7 @@ def test_the_compose_broker_settings_are_accepted_and_advertise_each_side() -> N
     got = {(x.name, x.port, x.advertised_host, x.advertised_port) for x in listeners}
     assert got == {("INTERNAL", 9092, "kgroupd", 9092), ("EXTERNAL", 19092, "localhost", 19092)}
     assert "kgroupd-data:/var/lib/kgroupd" in service
+    # the HTTP listener (its default port, on the first listener's host 0.0.0.0) published
+    assert "KGROUPD_HTTP_PORT" not in env and "KGROUPD_HTTP_HOST" not in env
+    assert '- "8080:8080"' in service
     assert "network_mode" not in text  # services reach the broker by name
