@@ -36,6 +36,12 @@ class MemoryBudget:
         if not self.total:
             self._fifo.clear()  # only stale entries can be left
 
+    def replaced(self, log: PartitionLog, before: int, new: list[StoredBatch]) -> None:
+        """The cleaner rewrote the oldest batches of ``log`` (``before`` bytes) as ``new``:
+        they leave first, as the batches they replace would have."""
+        self.total -= before - sum(len(s.data) for s in new)
+        self._fifo.extendleft((log, s) for s in reversed(new))
+
     def _evict(self) -> None:
         target = self.limit - self.limit // 8
         cuts: dict[PartitionLog, int] = {}

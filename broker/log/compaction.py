@@ -1,0 +1,271 @@
+"""Log compaction of magic-2 record batches: what Kafka's cleaner keeps, batch by batch.
+
+A pass has two steps over the same range of batches (the closed part of a partition, from its
+log start): ``OffsetMap.add`` maps every key to the offset of its latest record, then
+``Cleaning.clean`` rewrites each batch keeping only
+
+* records that are their key's latest (keyless records go, as Kafka's cleaner drops them);
+* tombstones (a null value) until their batch's delete horizon has passed;
+* nothing of a transaction that was aborted (its records go at once);
+* a transaction marker (control batch) while records of its transaction remain before it,
+  then until its delete horizon has passed.
+
+As Kafka since KIP-534, the delete horizon is stored in the batch: the first pass that keeps a
+tombstone or a marker with nothing left to mark sets the batch attribute ``DELETE_HORIZON_BIT``
+and its base timestamp to now + ``delete.retention.ms`` (record timestamp deltas are rewritten
+so every record keeps its timestamp); a later pass after that time removes them. A kept
+record keeps its offset, its batch its base offset and last offset delta (and producer id,
+epoch, base sequence, max timestamp), so offsets have gaps where records went; a batch left
+empty goes. Compressed batches are kept as they are (kgroupd decompresses nothing): their
+records are neither compacted nor supersede older ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from protocol.records import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    HEADER_SIZE,
+    TRANSACTIONAL_BIT,
+    InvalidBatch,
+    parse_header,
+)
+
+DELETE_HORIZON_BIT = 0x40  # Kafka's DefaultRecordBatch.DELETE_HORIZON_FLAG_MASK
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_KEY_BYTES = 32  # longer keys are mapped by a 16-byte digest (Kafka maps every key by MD5)
+
+__all__ = ["DELETE_HORIZON_BIT", "Cleaning", "OffsetMap", "Record", "keyless_record", "records"]
+
+
+@dataclass(slots=True)
+class Record:
+    attributes: int
+    timestamp_delta: int
+    offset_delta: int
+    key: bytes | None
+    tombstone: bool
+    tail: memoryview  # from the key length to the record's end (key, value, headers)
+
+
+def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if pos >= len(data):
+            raise InvalidBatch("varint cut short")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise InvalidBatch("varint too long")
+
+
+def _zigzag(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def records(batch: bytes | memoryview) -> list[Record]:
+    """The records of an uncompressed batch; ``InvalidBatch`` if malformed."""
+    view = memoryview(batch)
+    count = struct.unpack_from(">i", view, 57)[0]
+    pos = HEADER_SIZE
+    out: list[Record] = []
+    for _ in range(count):
+        length, pos = _varint(view, pos)
+        end = pos + length
+        if length < 0 or end > len(view):
+            raise InvalidBatch("record length past the batch")
+        attributes = view[pos]
+        ts_delta, at = _varint(view, pos + 1)
+        offset_delta, at = _varint(view, at)
+        tail_at = at
+        key_len, at = _varint(view, at)
+        key = None if key_len < 0 else bytes(view[at : at + key_len])
+        at += max(key_len, 0)
+        value_len, at = _varint(view, at)
+        if at > end:
+            raise InvalidBatch("record fields past its length")
+        out.append(
+            Record(attributes, ts_delta, offset_delta, key, value_len < 0, view[tail_at:end])
+        )
+        pos = end
+    return out
+
+
+def keyless_record(batch: bytes | memoryview) -> bool:
+    """Whether an uncompressed data batch holds a record without a key (a compacted topic
+    refuses it at produce time, as Kafka's LogValidator)."""
+    header = parse_header(batch)
+    if header.attributes & (COMPRESSION_MASK | CONTROL_BIT):
+        return False
+    return any(r.key is None for r in records(batch))
+
+
+def _map_key(key: bytes) -> bytes:
+    return key if len(key) <= _KEY_BYTES else hashlib.blake2b(key, digest_size=16).digest()
+
+
+@dataclass
+class AbortedRanges:
+    """Aborted transactions as ``producer id -> [(first offset, marker offset)]``."""
+
+    by_pid: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, aborted: Sequence[tuple[int, int, int]]) -> AbortedRanges:
+        out = cls()
+        for pid, first, marker in aborted:
+            out.by_pid.setdefault(pid, []).append((first, marker))
+        return out
+
+    def holds(self, pid: int, offset: int) -> bool:
+        return any(first <= offset < marker for first, marker in self.by_pid.get(pid, ()))
+
+
+@dataclass
+class OffsetMap:
+    """Key -> offset of its latest record in the range being cleaned."""
+
+    aborted: AbortedRanges
+    latest: dict[bytes, int] = field(default_factory=dict)
+
+    def add(self, batch: bytes | memoryview) -> None:
+        header = parse_header(batch)
+        attributes = header.attributes
+        if attributes & (COMPRESSION_MASK | CONTROL_BIT):
+            return
+        base = header.base_offset
+        if attributes & TRANSACTIONAL_BIT and self.aborted.holds(header.producer_id, base):
+            return
+        latest = self.latest
+        for r in records(batch):
+            if r.key is not None:
+                latest[_map_key(r.key)] = base + r.offset_delta
+
+
+@dataclass
+class Cleaning:
+    """One pass's rewrite of the batches of a range, in offset order."""
+
+    offsets: OffsetMap
+    now_ms: int
+    delete_retention_ms: int
+    # producer id -> whether records of its current transaction were kept
+    txn_kept: dict[int, bool] = field(default_factory=dict)
+    removed_markers: list[int] = field(default_factory=list)  # offsets of markers removed
+    next_horizon: int | None = None  # the earliest delete horizon left in the range
+    records_removed: int = 0
+    batches_removed: int = 0
+
+    def _horizon(self, at: int) -> None:
+        if self.next_horizon is None or at < self.next_horizon:
+            self.next_horizon = at
+
+    def clean(self, batch: bytes | memoryview) -> bytes | memoryview | None:
+        """``batch`` itself when all of it stays, a rewritten batch, or None (removed)."""
+        header = parse_header(batch)
+        attributes = header.attributes
+        if attributes & COMPRESSION_MASK:
+            return batch
+        pid, base = header.producer_id, header.base_offset
+        has_horizon = bool(attributes & DELETE_HORIZON_BIT)
+        horizon_passed = has_horizon and self.now_ms >= header.base_timestamp
+        if attributes & CONTROL_BIT:
+            if not attributes & TRANSACTIONAL_BIT or self.txn_kept.pop(pid, False):
+                return batch
+            if horizon_passed:
+                self.removed_markers.append(base)
+                self.batches_removed += 1
+                return None
+            if has_horizon:
+                self._horizon(header.base_timestamp)
+                return batch
+            return self._rewrite(batch, header.base_timestamp, records(batch))
+        transactional = attributes & TRANSACTIONAL_BIT
+        if transactional and self.offsets.aborted.holds(pid, base):
+            self.records_removed += header.record_count
+            self.batches_removed += 1
+            return None
+        found = records(batch)
+        latest = self.offsets.latest
+        kept: list[Record] = []
+        tombstones = False
+        for r in found:
+            if r.key is None:
+                continue
+            newest = latest.get(_map_key(r.key))
+            if newest is not None and base + r.offset_delta < newest:
+                continue
+            if r.tombstone:
+                if horizon_passed:
+                    continue
+                tombstones = True
+            kept.append(r)
+        self.records_removed += len(found) - len(kept)
+        if not kept:
+            self.batches_removed += 1
+            return None
+        if transactional:
+            self.txn_kept[pid] = True
+        if tombstones and has_horizon:
+            self._horizon(header.base_timestamp)
+        if len(kept) == len(found) and (has_horizon or not tombstones):
+            return batch
+        if tombstones and not has_horizon:
+            return self._rewrite(batch, header.base_timestamp, kept)
+        return _encode(batch, kept, header.base_timestamp, attributes)
+
+    def _rewrite(self, batch: bytes | memoryview, base_ts: int, kept: list[Record]) -> bytes:
+        """``kept`` with the delete horizon set: now + delete.retention.ms."""
+        horizon = self.now_ms + self.delete_retention_ms
+        self._horizon(horizon)
+        shift = base_ts - horizon
+        moved = [
+            Record(
+                r.attributes, r.timestamp_delta + shift, r.offset_delta, r.key, r.tombstone, r.tail
+            )
+            for r in kept
+        ]
+        attributes = parse_header(batch).attributes | DELETE_HORIZON_BIT
+        return _encode(batch, moved, horizon, attributes)
+
+
+def _encode(batch: bytes | memoryview, kept: list[Record], base_ts: int, attributes: int) -> bytes:
+    """The batch's header (base offset, last offset delta, producer fields, max timestamp
+    kept) over ``kept``."""
+    f = list(_HEADER.unpack_from(batch, 0))
+    body = bytearray()
+    for r in kept:
+        rec = (
+            bytes((r.attributes,))
+            + _zigzag(r.timestamp_delta)
+            + _zigzag(r.offset_delta)
+            + bytes(r.tail)
+        )
+        body += _zigzag(len(rec))
+        body += rec
+    f[1] = HEADER_SIZE - 12 + len(body)  # batch length
+    f[4] = 0  # crc
+    f[5] = attributes
+    f[7] = base_ts
+    f[12] = len(kept)
+    out = bytearray(_HEADER.pack(*f))
+    out += body
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
