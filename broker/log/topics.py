@@ -103,8 +103,10 @@ def _config_problem(spec: ConfigDef, value: str) -> str | None:
     elif spec.kind == "double":  # min.cleanable.dirty.ratio: Kafka's Range.between(0, 1)
         if not _DOUBLE.fullmatch(value.strip()):
             return "Not a number of type DOUBLE"
-        if not 0 <= float(value) <= 1:
-            return "Value must be no more than 1"
+        if float(value) < 0:
+            return "Value must be at least 0.0"
+        if float(value) > 1:
+            return "Value must be no more than 1.0"
     elif value.replace(" ", "") not in spec.choices:
         return f"must be one of {list(spec.choices)}"
     return None

@@ -24,6 +24,7 @@ from broker.log.partition import PartitionLog, now_ms
 from broker.server import KafkaServer
 from broker.testing import running_server
 from protocol.records import build_batch, parse_header, with_base_offset
+from tests.support.broker_process import broker_process
 from tests.support.kafka_wire import (
     WireClient,
     create_topic,
@@ -283,3 +284,118 @@ async def test_aborted_transactions_are_removed_and_committed_ones_stay(
         assert await read_log(server.port, committed=True) == uncommitted
         # the abort marker stays until delete.retention.ms (a day) has passed
         assert [a.last_offset for a in plog.txn.aborted] == [5]
+
+
+# --- kill -9 --------------------------------------------------------------------------------
+def latest_of(records: list[tuple[int, bytes, bytes | None]]) -> dict[bytes, bytes | None]:
+    return {k: v for _o, k, v in records if k != b"~roll"}
+
+
+async def test_kill_9_while_cleaning_loses_nothing(tmp_path: Path) -> None:
+    """A broker killed while the cleaner writes its ``.cleaned`` files (slowed to 4 MB/s)
+    comes back with every key's latest value, no leftover, and cleans again."""
+    data = tmp_path / "data"
+    part_dir = data / "topics" / f"{TOPIC}-0"
+    async with broker_process(data) as broker:
+        await broker.start("--log-cleaner-enable", "false")
+        async with await WireClient.connect(broker.port) as wire:
+            await create_topic(wire, TOPIC, 1, CONFIGS)
+        await produce_all(broker.port, update_batches())
+        before = await read_log(broker.port)
+        assert len(before) == UPDATES + DEAD + 1
+        await broker.stop()
+
+        slow = ("--log-cleaner-backoff-ms", "50", "--log-cleaner-io-max-bytes-per-second")
+        await broker.start(*slow, "4000000")
+        deadline = time.monotonic() + 30
+        while not list(part_dir.glob("*.cleaned")):
+            assert time.monotonic() < deadline, "the cleaner never wrote a .cleaned file"
+            await asyncio.sleep(0.01)
+        assert not broker.find("log_cleaned", broker.run_start)  # still cleaning
+        await broker.kill()
+        assert list(part_dir.glob("*.cleaned"))  # what the crash left
+
+        await broker.start("--log-cleaner-enable", "false")
+        assert not list(part_dir.glob("*.cleaned"))
+        assert latest_of(await read_log(broker.port)) == expected()
+        await broker.stop()
+
+        await broker.start("--log-cleaner-backoff-ms", "50")
+        await broker.wait_for_event("log_cleaned", timeout=30)
+        check_latest(await read_log(broker.port), tombstones=True)
+        await broker.stop()
+
+        # the cleaned segments' index files are taken as they are: nothing is read back
+        await broker.start("--log-cleaner-enable", "false")
+        (loaded,) = broker.find("topic_data_loaded", since=broker.run_start)
+        assert loaded["batches_read"] == 0
+        check_latest(await read_log(broker.port), tombstones=True)
+        await broker.stop()
+
+        # the cleaned segments have offset gaps: with their index files gone they are read
+        # back (and their indexes rebuilt) without being taken for damage
+        for idx in part_dir.glob("*.idx"):
+            idx.unlink()
+        await broker.start("--log-cleaner-enable", "false")
+        (loaded,) = broker.find("topic_data_loaded", since=broker.run_start)
+        assert loaded["batches_read"] > 0
+        check_latest(await read_log(broker.port), tombstones=True)
+        await broker.stop()
+
+
+# --- topic configs --------------------------------------------------------------------------
+def test_compaction_configs_through_create_alter_and_describe() -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        NewTopic,
+        ResourceType,
+    )
+
+    from broker.testing import ThreadedBroker
+
+    with ThreadedBroker() as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        configs = {
+            "cleanup.policy": "compact",
+            "min.cleanable.dirty.ratio": "0.3",
+            "min.compaction.lag.ms": "1000",
+            "max.compaction.lag.ms": "600000",
+            "delete.retention.ms": "5000",
+        }
+        admin.create_topics([NewTopic("cfg", 1, 1, config=configs)])["cfg"].result(10)
+        bad = NewTopic("bad", 1, 1, config={"min.cleanable.dirty.ratio": "2"})
+        with pytest.raises(KafkaException) as info:
+            admin.create_topics([bad])["bad"].result(10)
+        assert info.value.args[0].name() == "INVALID_CONFIG"
+
+        def described() -> dict[str, Any]:
+            res = ConfigResource(ResourceType.TOPIC, "cfg")
+            return dict(admin.describe_configs([res])[res].result(10))
+
+        got = described()
+        for k, v in configs.items():
+            assert got[k].value == v and got[k].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        res = ConfigResource(
+            ResourceType.TOPIC,
+            "cfg",
+            incremental_configs=[
+                ConfigEntry(
+                    "delete.retention.ms", "0", incremental_operation=AlterConfigOpType.SET
+                ),
+                ConfigEntry(
+                    "min.cleanable.dirty.ratio",
+                    None,
+                    incremental_operation=AlterConfigOpType.DELETE,
+                ),
+            ],
+        )
+        admin.incremental_alter_configs([res])[res].result(10)
+        got = described()
+        assert got["delete.retention.ms"].value == "0"
+        assert got["min.cleanable.dirty.ratio"].value == "0.5"  # Kafka's default
+        assert got["min.cleanable.dirty.ratio"].source == ConfigSource.DEFAULT_CONFIG.value
