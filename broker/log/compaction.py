@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -42,7 +44,16 @@ DELETE_HORIZON_BIT = 0x40  # Kafka's DefaultRecordBatch.DELETE_HORIZON_FLAG_MASK
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _KEY_BYTES = 32  # longer keys are mapped by a 16-byte digest (Kafka maps every key by MD5)
 
-__all__ = ["DELETE_HORIZON_BIT", "Cleaning", "OffsetMap", "Record", "keyless_record", "records"]
+__all__ = [
+    "DELETE_HORIZON_BIT",
+    "Cleaning",
+    "OffsetMap",
+    "Record",
+    "Stopped",
+    "Throttle",
+    "keyless_record",
+    "records",
+]
 
 
 @dataclass(slots=True)
@@ -269,3 +280,28 @@ def _encode(batch: bytes | memoryview, kept: list[Record], base_ts: int, attribu
     out += body
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
     return bytes(out)
+
+
+class Stopped(Exception):
+    """The broker is stopping: the pass is left (its ``.cleaned`` files go at start-up)."""
+
+
+class Throttle:
+    """Kafka's log cleaner Throttler: sleep so the bytes read and written average at most
+    ``rate`` a second (None: unbounded)."""
+
+    def __init__(self, rate: float | None, stop: threading.Event | None = None) -> None:
+        self.rate = rate
+        self.stop = stop or threading.Event()
+        self.start = time.monotonic()
+        self.done = 0
+
+    def take(self, nbytes: int) -> None:
+        if self.stop.is_set():
+            raise Stopped
+        if self.rate is None:
+            return
+        self.done += nbytes
+        ahead = self.done / self.rate - (time.monotonic() - self.start)
+        if ahead > 0.005:
+            time.sleep(ahead)

@@ -23,13 +23,11 @@ rebuilt at start-up by reading the segment.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.log.compaction import AbortedRanges, Cleaning, OffsetMap
+from broker.log.compaction import AbortedRanges, Cleaning, OffsetMap, Throttle
 from broker.storage.fileio import fsync_dir, write_all
 from broker.storage.segment import Segment, peek, read_index
 
@@ -41,31 +39,6 @@ CLEANED = ".cleaned"
 # In a partition's directory once a cleaned segment was swapped in: its segments may have
 # offset gaps (start-up refuses them in any other partition, as damage).
 COMPACTED = "compacted"
-
-
-class Stopped(Exception):
-    """The broker is stopping: the pass is left (its ``.cleaned`` files go at start-up)."""
-
-
-class Throttle:
-    """Kafka's log cleaner Throttler: sleep so the bytes read and written average at most
-    ``rate`` a second (None: unbounded)."""
-
-    def __init__(self, rate: float | None, stop: threading.Event | None = None) -> None:
-        self.rate = rate
-        self.stop = stop or threading.Event()
-        self.start = time.monotonic()
-        self.done = 0
-
-    def take(self, nbytes: int) -> None:
-        if self.stop.is_set():
-            raise Stopped
-        if self.rate is None:
-            return
-        self.done += nbytes
-        ahead = self.done / self.rate - (time.monotonic() - self.start)
-        if ahead > 0.005:
-            time.sleep(ahead)
 
 
 @dataclass
