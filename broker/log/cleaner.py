@@ -184,6 +184,8 @@ class LogCleaner:
             plog.txn.aborted = [a for a in plog.txn.aborted if a.last_offset not in gone]
         plog.cleaned_to = c.end
         plog.next_horizon = cleaning.next_horizon
+        if plog.store is not None:
+            sc.save_progress(plog.store.directory, c.end, cleaning.next_horizon)  # type: ignore[attr-defined]
         elapsed = loop.time() - started
         self.stats.passes += 1
         self.stats.records_removed += cleaning.records_removed

@@ -39,6 +39,7 @@ CLEANED = ".cleaned"
 # In a partition's directory once a cleaned segment was swapped in: its segments may have
 # offset gaps (start-up refuses them in any other partition, as damage).
 COMPACTED = "compacted"
+PROGRESS = "cleaner-offset"
 
 
 @dataclass
@@ -185,6 +186,24 @@ def swap(plog: PartitionLog, store: PartitionStore, cleaned: list[Cleaned]) -> i
         store.worker.dirty_dir(store.directory)
         plog.size_bytes = store.size
     return swapped
+
+
+def save_progress(directory: Path, cleaned_to: int, next_horizon: int | None) -> None:
+    """Where the partition was cleaned to and its earliest delete horizon (Kafka's
+    cleaner-offset-checkpoint): a temp file renamed, not fsynced (lost, the next pass just
+    reads the whole range again)."""
+    path = directory / PROGRESS
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{cleaned_to} {-1 if next_horizon is None else next_horizon}")
+    os.replace(tmp, path)
+
+
+def load_progress(directory: Path) -> tuple[int, int | None]:
+    try:
+        cleaned_to, horizon = (int(x) for x in (directory / PROGRESS).read_text().split())
+    except (OSError, ValueError):
+        return 0, None
+    return cleaned_to, None if horizon < 0 else horizon
 
 
 def discard(cleaned: list[Cleaned]) -> None:

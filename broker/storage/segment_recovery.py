@@ -31,7 +31,7 @@ from broker.storage.segment import (
     boundary_holds,
     read_index,
 )
-from broker.storage.segment_cleaner import COMPACTED, remove_leftovers
+from broker.storage.segment_cleaner import COMPACTED, load_progress, remove_leftovers
 from protocol.records import (
     HEADER_SIZE,
     TRANSACTIONAL_BIT,
@@ -104,6 +104,7 @@ def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> 
         plog.high_watermark = max(last.base_offset, last.last_offset + 1)
         store.fd = os.open(last.path, os.O_WRONLY | os.O_APPEND)
     plog.log_start_offset = start
+    plog.cleaned_to, plog.next_horizon = load_progress(store.directory)
     plog.size_bytes = store.size
     plog.txn.trim(start)
     return state

@@ -324,6 +324,9 @@ async def test_kill_9_while_cleaning_loses_nothing(tmp_path: Path) -> None:
         await broker.wait_for_event("log_cleaned", timeout=30)
         check_latest(await read_log(broker.port), tombstones=True)
         await broker.stop()
+        # where it cleaned to, and the tombstones' delete horizon, for the next start
+        cleaned_to, horizon = (part_dir / "cleaner-offset").read_text().split()
+        assert int(cleaned_to) == UPDATES + DEAD and int(horizon) > now_ms()
 
         # the cleaned segments' index files are taken as they are: nothing is read back
         await broker.start("--log-cleaner-enable", "false")
