@@ -156,9 +156,14 @@ class LogCleaner:
 
             throttle = Throttle(self.io_rate, self._stop)
             rng = cast("sc.Range", c.work)
-            cleaned, cleaning = await loop.run_in_executor(
-                self._pool, sc.clean_range, rng, aborted, now, retention, throttle
-            )
+            try:
+                cleaned, cleaning = await loop.run_in_executor(
+                    self._pool, sc.clean_range, rng, aborted, now, retention, throttle
+                )
+            except OSError:
+                if not self._still_there(c):
+                    return  # the topic was deleted under the pass (its files with it)
+                raise
             if not self._still_there(c):
                 sc.discard(cleaned)
                 return

@@ -110,38 +110,46 @@ def _clean_segment(
 ) -> Segment | None:
     tmp = _cleaned(seg.path)
     new = Segment(seg.base_offset, seg.path)
-    changed = False
+    changed = done = False
+    unchanged = 0  # bytes of the segment up to its first batch that changes: copied as they are
     fd = os.open(seg.path, os.O_RDONLY)
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    out = -1
     try:
         pending: list[bytes | memoryview] = []
         pending_bytes = 0
         for _b, _l, _t, view in seg.batches_from(fd, 0):
             throttle.take(len(view))
             kept = cleaning.clean(view)
-            if kept is not view:
+            if kept is not view and not changed:
                 changed = True
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                _copy(fd, out, unchanged, throttle)
+            if not changed:
+                unchanged += len(view)
             if kept is None:
                 continue
             base, length, last, max_ts, crc = peek(kept, 0)
             new.on_batch(new.size, length, base, last, max_ts, crc)
-            pending.append(kept)
-            pending_bytes += length
+            if changed:
+                pending.append(kept)
+                pending_bytes += length
             if pending_bytes >= 1 << 20:
                 write_all(out, b"".join(pending))
                 throttle.take(pending_bytes)
                 pending, pending_bytes = [], 0
         if not changed:
-            return None
+            return None  # as it was: nothing written
         if pending:
             write_all(out, b"".join(pending))
             throttle.take(pending_bytes)
         os.fsync(out)
+        done = True
     finally:
         os.close(fd)
-        os.close(out)
-        if not changed:
-            tmp.unlink(missing_ok=True)
+        if out >= 0:
+            os.close(out)
+            if not done:  # failed (a full disk...) or stopped: nothing left behind
+                tmp.unlink(missing_ok=True)
     removed = set(cleaning.removed_markers)
     mine = [
         a for a in aborted if seg.base_offset <= a[2] <= seg.last_offset and a[2] not in removed
@@ -155,6 +163,18 @@ def _clean_segment(
     with open(idx_tmp, "wb") as f:
         f.write(data)
     return new
+
+
+def _copy(src: int, dst: int, nbytes: int, throttle: Throttle) -> None:
+    """The first ``nbytes`` of ``src`` (a segment's unchanged head) to ``dst``."""
+    pos = 0
+    while pos < nbytes:
+        chunk = os.pread(src, min(1 << 20, nbytes - pos), pos)
+        if not chunk:
+            raise OSError(f"segment shorter than {nbytes} bytes")
+        write_all(dst, chunk)
+        throttle.take(2 * len(chunk))
+        pos += len(chunk)
 
 
 def _cleaned(path: Path) -> Path:

@@ -181,6 +181,10 @@ async def test_the_cleaner_keeps_the_latest_of_each_key_at_its_offset(
             return plog.cleaned_to == UPDATES + DEAD and plog.next_horizon is not None
 
         await wait_for(cleaned)
+        inodes = []
+        if on_disk:
+            assert plog.store is not None
+            inodes = [seg.path.stat().st_ino for seg in plog.store.segments[:-2]]
         first = await read_log(server.port)
         check_latest(first, tombstones=True)
         assert first[-1][1] == b"~roll" and first[-1][0] == UPDATES + DEAD
@@ -190,6 +194,9 @@ async def test_the_cleaner_keeps_the_latest_of_each_key_at_its_offset(
 
         await wait_for(tombstones_gone)
         check_latest(await read_log(server.port), tombstones=False)
+        if on_disk:  # segments the second pass found clean were not written again
+            assert plog.store is not None
+            assert [seg.path.stat().st_ino for seg in plog.store.segments[:-2]] == inodes
         assert plog.size_bytes < 64 * 1024 + ROLL
 
 
