@@ -142,7 +142,8 @@ def in_memory(mib: int, keys: int) -> dict[str, float]:
             offset += PER_BATCH
     size = sum(len(s.data) for s in stored)
     start = time.monotonic()
-    new, _ = _clean_memory(stored, [], int(time.time() * 1000), 86_400_000, Throttle(None))
+    now = int(time.time() * 1000)
+    new, _, _ = _clean_memory(stored, 0, [], now, 86_400_000, Throttle(None))
     seconds = time.monotonic() - start
     return {
         "log_mb": size / 1e6,

@@ -93,7 +93,10 @@ class KafkaServer:
         if self.config.log_cleaner_enable:
             c = self.config
             self.cleaner = LogCleaner(
-                broker.topics, c.log_cleaner_backoff_ms, c.log_cleaner_io_max_bytes_per_second
+                broker.topics,
+                c.log_cleaner_backoff_ms,
+                c.log_cleaner_io_max_bytes_per_second,
+                c.log_cleaner_dedupe_buffer_size,
             )
             self._cleaning = asyncio.create_task(self.cleaner.run())
         for listener, port, (ahost, aport) in self.bound:

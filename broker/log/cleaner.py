@@ -61,11 +61,16 @@ class CleanerStats:
 
 class LogCleaner:
     def __init__(
-        self, topics: TopicManager, backoff_ms: int, io_max_bytes_per_second: int | None
+        self,
+        topics: TopicManager,
+        backoff_ms: int,
+        io_max_bytes_per_second: int | None,
+        dedupe_buffer_size: int = 128 * 1024 * 1024,
     ) -> None:
         self.topics = topics
         self.backoff_s = backoff_ms / 1000
         self.io_rate = io_max_bytes_per_second
+        self.map_limit = dedupe_buffer_size
         self.stats = CleanerStats()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         self._stop = threading.Event()
@@ -157,8 +162,15 @@ class LogCleaner:
             throttle = Throttle(self.io_rate, self._stop)
             rng = cast("sc.Range", c.work)
             try:
-                cleaned, cleaning = await loop.run_in_executor(
-                    self._pool, sc.clean_range, rng, aborted, now, retention, throttle
+                cleaned, cleaning, end = await loop.run_in_executor(
+                    self._pool,
+                    sc.clean_range,
+                    rng,
+                    aborted,
+                    now,
+                    retention,
+                    throttle,
+                    self.map_limit,
                 )
             except OSError:
                 if not self._still_there(c):
@@ -169,15 +181,25 @@ class LogCleaner:
                 return
             swapped = sc.swap(plog, plog.store, cleaned)  # type: ignore[arg-type]
             range_bytes = rng.total_bytes
-            plog._drop_cached_below(c.end)
+            plog._drop_cached_below(end)
             self.stats.bytes_read += 2 * rng.total_bytes
             self.stats.bytes_written += sum(x.new.size for x in cleaned)
         else:
             old: list[StoredBatch] = c.work  # type: ignore[assignment]
             throttle = Throttle(self.io_rate, self._stop)
-            new, cleaning = await loop.run_in_executor(
-                self._pool, _clean_memory, old, aborted, now, retention, throttle
+            new, cleaning, k = await loop.run_in_executor(
+                self._pool,
+                _clean_memory,
+                old,
+                plog.cleaned_to,
+                aborted,
+                now,
+                retention,
+                throttle,
+                self.map_limit,
             )
+            old = old[:k]
+            end = old[-1].last_offset + 1
             if not self._still_there(c) or not plog.replace_head(old, new):
                 return
             swapped = len(old)
@@ -187,10 +209,10 @@ class LogCleaner:
         if cleaning.removed_markers:
             gone = set(cleaning.removed_markers)
             plog.txn.aborted = [a for a in plog.txn.aborted if a.last_offset not in gone]
-        plog.cleaned_to = c.end
+        plog.cleaned_to = end
         plog.next_horizon = cleaning.next_horizon
         if plog.store is not None:
-            sc.save_progress(plog.store.directory, c.end, cleaning.next_horizon)  # type: ignore[attr-defined]
+            sc.save_progress(plog.store.directory, end, cleaning.next_horizon)  # type: ignore[attr-defined]
         elapsed = loop.time() - started
         self.stats.passes += 1
         self.stats.records_removed += cleaning.records_removed
@@ -199,7 +221,7 @@ class LogCleaner:
             "log_cleaned",
             topic=plog.topic,
             partition=plog.partition,
-            end_offset=c.end,
+            end_offset=end,
             dirty_ratio=round(c.ratio, 3),
             bytes_cleaned=range_bytes,
             log_bytes=plog.size_bytes,
@@ -236,20 +258,30 @@ def _memory_range(
 
 def _clean_memory(
     old: list[StoredBatch],
+    cleaned_to: int,
     aborted: list[tuple[int, int, int]],
     now: int,
     retention: int,
     throttle: Throttle,
-) -> tuple[list[StoredBatch], Cleaning]:
-    """The cleaner's thread: ``old`` compacted (unchanged batches are the same objects);
-    the throttle counts the bytes read twice (no I/O, but the same bound on the work)."""
-    offsets = OffsetMap(AbortedRanges.of(aborted))
-    for b in old:
+    map_limit: int = 1 << 62,
+) -> tuple[list[StoredBatch], Cleaning, int]:
+    """The cleaner's thread: ``old`` compacted (unchanged batches are the same objects),
+    with a key map of the dirty batches (from ``cleaned_to``) as far as ``map_limit`` allows
+    (at least one batch). Returns the new batches, and how many of ``old`` they replace. The
+    throttle counts the bytes read (no I/O, but the same bound on the work)."""
+    offsets = OffsetMap(AbortedRanges.of(aborted), map_limit)
+    count = len(old)
+    for i, b in enumerate(old):
+        if b.base_offset < cleaned_to:
+            continue
+        if offsets.full and b.base_offset > cleaned_to:
+            count = i
+            break
         throttle.take(len(b.data))
         offsets.add(b.data)
     cleaning = Cleaning(offsets, now, retention)
     new: list[StoredBatch] = []
-    for b in old:
+    for b in old[:count]:
         throttle.take(len(b.data))
         kept = cleaning.clean(b.data)
         if kept is b.data:
@@ -259,4 +291,4 @@ def _clean_memory(
             new.append(
                 StoredBatch(b.base_offset, b.last_offset, b.max_timestamp, b.append_time_ms, data)
             )
-    return new, cleaning
+    return new, cleaning, count

@@ -15,6 +15,8 @@ class CleanerSettings:
     log_cleaner_backoff_ms: int = 15_000  # Kafka: log.cleaner.backoff.ms
     # Kafka: log.cleaner.io.max.bytes.per.second (unbounded there too); None: unbounded
     log_cleaner_io_max_bytes_per_second: int | None = None
+    # Kafka: log.cleaner.dedupe.buffer.size (its default): the key map of one pass, about
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
 
 
 def _truth(text: str) -> bool:
@@ -56,5 +58,13 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         _at_least_one,
         "the log cleaner's bytes read plus written a second (Kafka: "
         "log.cleaner.io.max.bytes.per.second)",
+    ),
+    (
+        "--log-cleaner-dedupe-buffer-size",
+        "log_cleaner_dedupe_buffer_size",
+        _at_least_one,
+        "the memory of a cleaner pass's key map (about 150 bytes a key); a pass whose dirty "
+        "keys pass it cleans up to there, the next pass goes on (Kafka: "
+        "log.cleaner.dedupe.buffer.size)",
     ),
 ]

@@ -43,6 +43,7 @@ from protocol.records import (
 DELETE_HORIZON_BIT = 0x40  # Kafka's DefaultRecordBatch.DELETE_HORIZON_FLAG_MASK
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _KEY_BYTES = 32  # longer keys are mapped by a 16-byte digest (Kafka maps every key by MD5)
+ENTRY_BYTES = 150  # a map entry's memory, about: its dict slot, key (<= 32 bytes) and int
 
 __all__ = [
     "DELETE_HORIZON_BIT",
@@ -169,10 +170,21 @@ class AbortedRanges:
 
 @dataclass
 class OffsetMap:
-    """Key -> offset of its latest record in the range being cleaned."""
+    """Key -> offset of its latest record in the dirty part of the range being cleaned (the
+    clean part holds one record a key already: a key the map lacks is kept there).
+
+    Bounded as Kafka's ``log.cleaner.dedupe.buffer.size``: ``used`` estimates its memory
+    (``ENTRY_BYTES`` plus the key an entry); once ``full`` the pass stops taking batches at
+    the next segment (in memory, batch) boundary and cleans up to there."""
 
     aborted: AbortedRanges
+    limit: int = 1 << 62
     latest: dict[bytes, int] = field(default_factory=dict)
+    used: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.used >= self.limit
 
     def add(self, batch: bytes | memoryview) -> None:
         header = parse_header(batch)
@@ -183,10 +195,12 @@ class OffsetMap:
         if attributes & TRANSACTIONAL_BIT and self.aborted.holds(header.producer_id, base):
             return
         latest = self.latest
+        before = len(latest)
         for r in records(bytes(batch)):
             key = r[3]
             if key is not None:
                 latest[key if len(key) <= _KEY_BYTES else _map_key(key)] = base + r[2]
+        self.used += (len(latest) - before) * ENTRY_BYTES
 
 
 @dataclass

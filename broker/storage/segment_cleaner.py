@@ -51,6 +51,7 @@ class Range:
     dirty_bytes: int
     total_bytes: int
     first_dirty_ts: int  # the max timestamp of the first dirty batch (-1: none)
+    cleaned_to: int = 0  # segments from this offset on are dirty
 
 
 def cleanable(store: PartitionStore, cleaned_to: int, lso: int, lag_ms: int, now: int) -> Range:
@@ -70,7 +71,8 @@ def cleanable(store: PartitionStore, cleaned_to: int, lso: int, lag_ms: int, now
             head = os.pread(store.read_fds.get(seg), 61, 0)
             first_ts = peek(head, 0)[3]
             break
-    return Range(taken, end, sum(s.size for s in dirty), sum(s.size for s in taken), first_ts)
+    dirty_bytes = sum(s.size for s in dirty)
+    return Range(taken, end, dirty_bytes, sum(s.size for s in taken), first_ts, cleaned_to)
 
 
 @dataclass
@@ -85,10 +87,19 @@ def clean_range(
     now_ms: int,
     delete_retention_ms: int,
     throttle: Throttle,
-) -> tuple[list[Cleaned], Cleaning]:
-    """Step 1 (the cleaner's thread): the ``.cleaned`` files of the segments that change."""
-    offsets = OffsetMap(AbortedRanges.of(aborted))
-    for seg in work.segments:
+    map_limit: int = 1 << 62,
+) -> tuple[list[Cleaned], Cleaning, int]:
+    """Step 1 (the cleaner's thread): the ``.cleaned`` files of the segments that change.
+    The key map is built from the dirty segments only, as far as ``map_limit`` allows (at
+    least one); returns the offset the pass cleaned up to."""
+    offsets = OffsetMap(AbortedRanges.of(aborted), map_limit)
+    segments, end = work.segments, work.end
+    for i, seg in enumerate(segments):
+        if seg.base_offset < work.cleaned_to:
+            continue
+        if offsets.full and seg.base_offset > work.cleaned_to:
+            segments, end = segments[:i], seg.base_offset
+            break
         fd = os.open(seg.path, os.O_RDONLY)
         try:
             for _b, _l, _t, view in seg.batches_from(fd, 0):
@@ -98,11 +109,11 @@ def clean_range(
             os.close(fd)
     cleaning = Cleaning(offsets, now_ms, delete_retention_ms)
     out: list[Cleaned] = []
-    for seg in work.segments:
+    for seg in segments:
         new = _clean_segment(seg, cleaning, aborted, throttle)
         if new is not None:
             out.append(Cleaned(seg, new))
-    return out, cleaning
+    return out, cleaning, end
 
 
 def _clean_segment(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.log.cleaner import LogCleaner, _memory_range
+from broker.log.cleaner import LogCleaner, _clean_memory, _memory_range
 from broker.log.compaction import (
     DELETE_HORIZON_BIT,
     AbortedRanges,
@@ -210,3 +210,22 @@ async def test_a_partition_is_cleaned_once_its_dirty_ratio_reaches_the_minimum()
         assert cleaner.candidates(now + 2000)
     finally:
         cleaner.close()
+
+
+def test_a_full_key_map_cleans_up_to_where_it_filled_and_the_next_pass_goes_on() -> None:
+    from broker.log.compaction import ENTRY_BYTES, Throttle
+
+    log = PartitionLog("t", 0)
+    for i in range(6):  # keys k0, k1, k2 twice: batches 3-5 supersede batches 0-2
+        append(log, build_batch([(0, b"k%d" % (i % 3), b"v%d" % i, NOW)]), NOW)
+    old = list(log.batches)
+    # room for two keys: the map stops after the second batch (batch boundaries)
+    new, cleaning, count = _clean_memory(old, 0, [], NOW, 1000, Throttle(None), 2 * ENTRY_BYTES)
+    assert count == 2 and new == old[:2]  # nothing superseded within the first two
+    assert cleaning.offsets.full
+    new, cleaning, count = _clean_memory(old, 0, [], NOW, 1000, Throttle(None))
+    assert count == 6 and [b.base_offset for b in new] == [3, 4, 5]
+    # from where the last pass ended, a key map of the dirty batches alone cleans the clean
+    # part too (a key the map lacks is kept there)
+    new2, _, count = _clean_memory(new + old[6:], 4, [], NOW, 1000, Throttle(None))
+    assert count == 3 and new2 == new
