@@ -302,8 +302,12 @@ class PartitionLog:
         before = sum(len(b.data) for b in old)
         after = sum(len(b.data) for b in new)
         self.size_bytes += after - before
+        kept = {id(b) for b in new}
+        for b in old:
+            if id(b) not in kept:
+                b.data = b""  # freed now, though the budget's queue may still name it
         if self.budget is not None:
-            self.budget.replaced(self, before, new)
+            self.budget.replaced(self, before - after, new, len(old))
         return True
 
     def _drop_head_removed(self, k: int) -> int:

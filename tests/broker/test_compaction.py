@@ -229,3 +229,31 @@ def test_a_full_key_map_cleans_up_to_where_it_filled_and_the_next_pass_goes_on()
     # part too (a key the map lacks is kept there)
     new2, _, count = _clean_memory(new + old[6:], 4, [], NOW, 1000, Throttle(None))
     assert count == 3 and new2 == new
+
+
+async def test_in_memory_the_bound_still_holds_and_frees_what_the_cleaner_replaced() -> None:
+    from broker.log.budget import MemoryBudget
+
+    topics = TopicManager()
+    budget = topics.budget = MemoryBudget(1 << 30)
+    topics.create("t", 1, {"cleanup.policy": "compact", "segment.bytes": "1"})
+    log = topics.partition("t", 0)
+    assert log is not None
+    now = now_ms()
+    cleaner = LogCleaner(topics, 10, None)
+    try:
+        for _round in range(30):
+            for i in range(100):
+                append(log, build_batch([(0, b"k%d" % i, b"v" * 100, now)]), now)
+            assert await cleaner.clean_once(now)
+            held = sum(len(b.data) for b in log.batches)
+            assert budget.total == held == log.size_bytes
+            # the queue holds each held batch once, plus at most as many stale entries
+            assert len(budget._fifo) <= 2 * len(log.batches) + 1100
+        assert len(log.batches) == 101  # the latest of each key, and the active batch
+        # the bound still evicts this partition's oldest batches first
+        budget.limit = held // 2
+        append(log, build_batch([(0, b"k0", b"v", now)]), now)
+        assert budget.total <= budget.limit and log.batches[0].base_offset > 2900
+    finally:
+        cleaner.close()
