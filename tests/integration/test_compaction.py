@@ -255,9 +255,12 @@ async def test_aborted_transactions_are_removed_and_committed_ones_stay(
         settings["data_dir"] = tmp_path
     async with running_server(**settings) as server:
         async with await WireClient.connect(server.port) as wire:
-            await create_topic(
-                wire, TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": "300"}
-            )
+            configs = {
+                "cleanup.policy": "compact",
+                "segment.bytes": "300",
+                "delete.retention.ms": "100",
+            }
+            await create_topic(wire, TOPIC, 1, configs)
         plog = server.broker.topics.partition(TOPIC, 0)
         assert plog is not None
         append(plog, build_batch([(0, b"a", b"a0", now_ms()), (1, b"b", b"b0", now_ms())]))
@@ -281,21 +284,56 @@ async def test_aborted_transactions_are_removed_and_committed_ones_stay(
 
         cleaner = LogCleaner(server.broker.topics, 50, None)
         try:
-            assert await cleaner.clean_once()
+            now = now_ms()
+            assert await cleaner.clean_once(now)
+            uncommitted = await read_log(server.port)
+            # the aborted records are gone (a0 stays: the aborted a superseded nothing), b0
+            # is superseded by the committed b
+            assert [(o, v) for o, _k, v in uncommitted] == [
+                (0, b"a0"),
+                (4, b"b-committed"),
+                (7, b"d-committed"),
+                (9, b"x" * 400),
+            ]
+            assert await read_log(server.port, committed=True) == uncommitted
+            # the abort marker stays until delete.retention.ms has passed
+            assert [a.last_offset for a in plog.txn.aborted] == [5]
+            assert not await cleaner.clean_once(now + 99)
+            # then it goes, and its aborted transaction with it: the same producer's later,
+            # committed transaction (offset 7) stays visible to read_committed
+            assert await cleaner.clean_once(now + 100)
+            assert plog.txn.aborted == []
+            assert await read_log(server.port) == uncommitted
+            assert await read_log(server.port, committed=True) == uncommitted
         finally:
             cleaner.close()
-        uncommitted = await read_log(server.port)
-        # the aborted records are gone (a0 stays: the aborted a superseded nothing), b0 is
-        # superseded by the committed b
-        assert [(o, v) for o, _k, v in uncommitted] == [
-            (0, b"a0"),
-            (4, b"b-committed"),
-            (7, b"d-committed"),
-            (9, b"x" * 400),
-        ]
-        assert await read_log(server.port, committed=True) == uncommitted
-        # the abort marker stays until delete.retention.ms (a day) has passed
-        assert [a.last_offset for a in plog.txn.aborted] == [5]
+        marker_batches = await _control_offsets(server.port)
+        assert marker_batches == [6, 8]  # the commit markers: their records remain
+    if on_disk:  # after a restart too (the cleaned index files hold no aborted transaction)
+        async with running_server(**settings) as server:
+            assert await read_log(server.port, committed=True) == uncommitted
+            plog = server.broker.topics.partition(TOPIC, 0)
+            assert plog is not None and plog.txn.aborted == []
+
+
+async def _control_offsets(port: int) -> list[int]:
+    """The offsets of every control batch (fetched segment by segment, to the end)."""
+    out: list[int] = []
+    offset = 0
+    async with await WireClient.connect(port) as wire:
+        while True:
+            body = fetch_request(TOPIC, 0, offset, max_bytes=1 << 20, partition_max_bytes=1 << 20)
+            part = only_partition(await wire.request(1, 11, body))
+            data = part["records"] or b""
+            pos = 0
+            while pos < len(data):
+                header = parse_header(data, pos)
+                if header.attributes & 0x20:
+                    out.append(header.base_offset)
+                offset = header.base_offset + header.last_offset_delta + 1
+                pos += header.length
+            if offset >= part["high_watermark"]:
+                return out
 
 
 # --- kill -9 --------------------------------------------------------------------------------
