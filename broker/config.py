@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from broker import group_options, http_options
 from broker.listeners import Listener, ListenerError, build_listeners
+from broker.log import cleaner_options
 from broker.log.topics import TopicError, validate_topic_name
 from broker.security import options as security_options
 from broker.storage import options as storage_options
@@ -49,17 +50,15 @@ class TopicSpec:
 
 
 @dataclass(frozen=True)
-class BrokerConfig:
+class BrokerConfig(cleaner_options.CleanerSettings):
     host: str = "127.0.0.1"
     port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
-    # Kafka-style listeners (broker.listeners); unset: one PLAINTEXT listener on host:port
-    listeners: str | None = None
+    listeners: str | None = None  # Kafka-style (broker.listeners); unset: PLAINTEXT host:port
     advertised_listeners: str | None = None
     listener_security_protocol_map: str | None = None
-    # TLS and SASL (broker.security.options)
-    ssl_certfile: str | None = None
+    ssl_certfile: str | None = None  # TLS and SASL (broker.security.options)
     ssl_keyfile: str | None = None
     ssl_cafile: str | None = None
     ssl_client_auth: str = "none"  # Kafka: ssl.client.auth
@@ -363,6 +362,7 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     *group_options.OPTIONS,
     *security_options.OPTIONS,
     *http_options.OPTIONS,
+    *cleaner_options.OPTIONS,
 ]
 
 

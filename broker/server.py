@@ -20,6 +20,7 @@ from broker.http_api import Api
 from broker.listeners import Listener, advertised_address
 from broker.live import LiveEvents
 from broker.log.budget import MemoryBudget
+from broker.log.cleaner import LogCleaner
 from broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
 from broker.log.partition import now_ms
 from broker.log.producers import ProducerStateManager
@@ -54,6 +55,8 @@ class KafkaServer:
         self.bound: list[tuple[Listener, int, tuple[str, int]]] = []
         self._housekeeping: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._cleaning: asyncio.Task[None] | None = None
+        self.cleaner: LogCleaner | None = None  # --log-cleaner-enable (broker.log.cleaner)
         self.port = config.port
         self._tls: ssl.SSLContext | None = None
         self.stats: BrokerStats | None = None
@@ -126,6 +129,15 @@ class KafkaServer:
         self.broker.bound(self.port)
         self._housekeeping = asyncio.create_task(self._retention_loop())
         self._sweeper = asyncio.create_task(self._sweep_loop())
+        if self.config.log_cleaner_enable:
+            c = self.config
+            self.cleaner = LogCleaner(
+                broker.topics,
+                c.log_cleaner_backoff_ms,
+                c.log_cleaner_io_max_bytes_per_second,
+                c.log_cleaner_dedupe_buffer_size,
+            )
+            self._cleaning = asyncio.create_task(self.cleaner.run())
         for listener, port, (ahost, aport) in self.bound:
             log.info(
                 "listening",
@@ -196,11 +208,13 @@ class KafkaServer:
             return
         for server in self._servers:
             server.close()
-        for task in (self._housekeeping, self._sweeper):
+        for task in (self._housekeeping, self._sweeper, self._cleaning):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self.cleaner is not None:
+            self.cleaner.close()  # a pass under way stops at its next chunk
         # Parked JoinGroup/SyncGroup are answered (NOT_COORDINATOR) and timers stop; with a
         # data dir, the coordinator's state is snapshotted first.
         self.broker.transactions.shutdown()

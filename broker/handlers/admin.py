@@ -272,7 +272,7 @@ _SOURCE_DYNAMIC_TOPIC = 1
 _SOURCE_STATIC_BROKER = 4
 _SOURCE_DEFAULT = 5
 # Kafka's DescribeConfigsResponse.ConfigType (4 is SHORT)
-_TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_BOOLEAN, _TYPE_LIST = 2, 3, 5, 1, 7
+_TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_BOOLEAN, _TYPE_LIST, _TYPE_DOUBLE = 2, 3, 5, 1, 7, 6
 
 
 def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
@@ -333,7 +333,7 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
             else:
                 for key, d in TOPIC_CONFIGS.items():
                     source = _SOURCE_DYNAMIC_TOPIC if key in topic.configs else _SOURCE_DEFAULT
-                    typ = {"long": _TYPE_LONG, "int": _TYPE_INT}.get(
+                    typ = {"long": _TYPE_LONG, "int": _TYPE_INT, "double": _TYPE_DOUBLE}.get(
                         d.kind, _TYPE_LIST if key == "cleanup.policy" else _TYPE_STRING
                     )
                     entries.append(_entry(key, topic.config(key), source, typ))

@@ -24,6 +24,7 @@ import struct
 
 from broker.coordinator.txn import AddPartitions
 from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from broker.log.compaction import keyless_record as keyless
 from broker.log.partition import now_ms
 from broker.log.topics import Topic
 from broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
@@ -91,6 +92,16 @@ def append_partition(
             )
         _, header = batches[0]
         check_crc(data, 0, header)
+        if topic.compacted and keyless(data):
+            # Kafka's LogValidator; kgroupd reads no compressed batch, so checks only the others
+            fields = _part(
+                index,
+                ErrorCode.INVALID_RECORD,
+                message="Compacted topic cannot accept message without key in topic "
+                f"partition {topic.name}-{index}.",
+            )
+            fields["record_errors"] = [{"batch_index": 0, "batch_index_error_message": None}]
+            return fields
     except CorruptBatch as exc:
         ctx.log.warning("corrupt_batch", topic=topic.name, partition=index, error=str(exc))
         return _part(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))

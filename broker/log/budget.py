@@ -23,6 +23,7 @@ class MemoryBudget:
         self.limit = limit
         self.total = 0
         self._fifo: deque[tuple[PartitionLog, StoredBatch]] = deque()
+        self._stale = 0  # queued entries of batches the cleaner replaced
 
     def added(self, log: PartitionLog, stored: StoredBatch) -> None:
         self._fifo.append((log, stored))
@@ -35,6 +36,24 @@ class MemoryBudget:
         self.total -= nbytes
         if not self.total:
             self._fifo.clear()  # only stale entries can be left
+
+    def replaced(self, log: PartitionLog, freed: int, new: list[StoredBatch], stale: int) -> None:
+        """The cleaner rewrote the oldest batches of ``log`` as ``new`` (``freed`` bytes
+        fewer): they are queued first, in the log's order, as the batches they replace were.
+        The ``stale`` entries of those (emptied, or now queued twice) are skipped when met,
+        and dropped when they are most of the queue."""
+        self.total -= freed
+        self._fifo.extendleft((log, s) for s in reversed(new))
+        self._stale += stale
+        if self._stale > 1024 and self._stale > len(self._fifo) // 2:
+            seen: set[int] = set()
+            fifo: deque[tuple[PartitionLog, StoredBatch]] = deque()
+            for entry in self._fifo:
+                if entry[1].data and id(entry[1]) not in seen:
+                    seen.add(id(entry[1]))
+                    fifo.append(entry)
+            self._fifo = fifo
+            self._stale = 0
 
     def _evict(self) -> None:
         target = self.limit - self.limit // 8

@@ -81,6 +81,10 @@ class PartitionLog:
     txn: TxnIndex = field(default_factory=TxnIndex)
     # The memory bound (in memory) or the cache (under --data-dir) the batches count against.
     budget: MemoryBudget | None = None
+    # Log compaction (broker.log.cleaner): the end of the last cleaned range (the first
+    # dirty offset) and the earliest delete horizon left in it.
+    cleaned_to: int = 0
+    next_horizon: int | None = None
 
     def append(self, batch: bytes, header: BatchHeader, now_ms: int) -> int:
         """Store ``batch`` (already carrying its base offset); returns that offset."""
@@ -284,6 +288,27 @@ class PartitionLog:
             self.log_start_offset = max(self.log_start_offset, self.batches[0].base_offset)
             self.txn.trim(self.log_start_offset)
         return dropped
+
+    def replace_head(self, old: list[StoredBatch], new: list[StoredBatch]) -> bool:
+        """In memory: the cleaner's ``new`` batches in place of ``old``, if ``old`` are still
+        the oldest held (else nothing: retention or the bound took some meanwhile)."""
+        k = len(old)
+        if k == 0 or len(self.batches) <= k or self.batches[0] is not old[0]:
+            return False
+        if self.batches[k - 1] is not old[-1]:
+            return False
+        self.batches[:k] = new
+        self._bases[:k] = [b.base_offset for b in new]
+        before = sum(len(b.data) for b in old)
+        after = sum(len(b.data) for b in new)
+        self.size_bytes += after - before
+        kept = {id(b) for b in new}
+        for b in old:
+            if id(b) not in kept:
+                b.data = b""  # freed now, though the budget's queue may still name it
+        if self.budget is not None:
+            self.budget.replaced(self, before - after, new, len(old))
+        return True
 
     def _drop_head_removed(self, k: int) -> int:
         freed = self._drop_head(k)

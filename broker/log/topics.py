@@ -40,8 +40,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "compression.type": ConfigDef(
         "producer", "enum", ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
     ),
+    # Log compaction (broker.log.cleaner)
+    "min.cleanable.dirty.ratio": ConfigDef("0.5", "double"),
+    "min.compaction.lag.ms": ConfigDef("0", "long", at_least=0),
+    "max.compaction.lag.ms": ConfigDef("9223372036854775807", "long", at_least=1),
+    "delete.retention.ms": ConfigDef("86400000", "long", at_least=0),
 }
 _BITS = {"int": 32, "long": 64}
+_DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 class TopicError(Exception):
@@ -94,6 +100,13 @@ def _config_problem(spec: ConfigDef, value: str) -> str | None:
             return f"Not a number of type {spec.kind.upper()}"
         if spec.at_least is not None and number < spec.at_least:
             return f"Value must be at least {spec.at_least}"
+    elif spec.kind == "double":  # min.cleanable.dirty.ratio: Kafka's Range.between(0, 1)
+        if not _DOUBLE.fullmatch(value.strip()):
+            return "Not a number of type DOUBLE"
+        if float(value) < 0:
+            return "Value must be at least 0.0"
+        if float(value) > 1:
+            return "Value must be no more than 1.0"
     elif value.replace(" ", "") not in spec.choices:
         return f"must be one of {list(spec.choices)}"
     return None
@@ -108,6 +121,11 @@ class Topic:
 
     def config(self, key: str) -> str:
         return self.configs.get(key, TOPIC_CONFIGS[key].default)
+
+    @property
+    def compacted(self) -> bool:
+        """cleanup.policy holds compact (compact or compact,delete)."""
+        return "compact" in self.config("cleanup.policy")
 
     @property
     def log_append_time(self) -> bool:
@@ -272,6 +290,8 @@ class TopicManager:
         """One retention pass over every topic (or only the topic ``only``)."""
         dropped = 0
         for topic in self.topics.values() if only is None else [self.topics[only]]:
+            if "delete" not in topic.config("cleanup.policy"):
+                continue  # compact only: the cleaner keeps the latest of each key instead
             retention_ms = int(topic.config("retention.ms"))
             retention_bytes = int(topic.config("retention.bytes"))
             for log in topic.partitions:

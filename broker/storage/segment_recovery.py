@@ -31,6 +31,7 @@ from broker.storage.segment import (
     boundary_holds,
     read_index,
 )
+from broker.storage.segment_cleaner import COMPACTED, load_progress, remove_leftovers
 from protocol.records import (
     HEADER_SIZE,
     TRANSACTIONAL_BIT,
@@ -75,6 +76,8 @@ class LoadState:
 
 
 def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> LoadState:
+    remove_leftovers(store.directory)
+    gaps = (store.directory / COMPACTED).exists()  # cleaned segments have offset gaps
     files = sorted(store.directory.glob("*.log"))
     for orphan in store.directory.glob("*.idx"):
         if orphan.with_suffix(".log") not in files:
@@ -88,7 +91,7 @@ def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> 
             path.with_suffix(".idx").unlink(missing_ok=True)
             continue
         last_file = i == len(files) - 1
-        seg, damaged = _load_segment(path, last_file, state, recover)
+        seg, damaged = _load_segment(path, last_file, state, recover, gaps)
         store.segments.append(seg)
         store.bases.append(seg.base_offset)
     plog.txn = state.txn
@@ -101,13 +104,14 @@ def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> 
         plog.high_watermark = max(last.base_offset, last.last_offset + 1)
         store.fd = os.open(last.path, os.O_WRONLY | os.O_APPEND)
     plog.log_start_offset = start
+    plog.cleaned_to, plog.next_horizon = load_progress(store.directory)
     plog.size_bytes = store.size
     plog.txn.trim(start)
     return state
 
 
 def _load_segment(
-    path: Path, last_file: bool, state: LoadState, recover: bool
+    path: Path, last_file: bool, state: LoadState, recover: bool, gaps: bool
 ) -> tuple[Segment, bool]:
     seg = Segment(int(path.stem), path)
     fd = os.open(path, os.O_RDWR)
@@ -124,7 +128,7 @@ def _load_segment(
             else:
                 seg = Segment(seg.base_offset, path)
         start = seg.size
-        damaged = _scan(fd, st.st_size, seg, state, last_file, recover)
+        damaged = _scan(fd, st.st_size, seg, state, last_file, recover, gaps)
         if not last_file or start < seg.size:
             # rebuilt (or caught up after a crash): written again for the next start-up
             aborted = [
@@ -144,7 +148,13 @@ def _load_segment(
 
 
 def _scan(
-    fd: int, end: int, seg: Segment, state: LoadState, last_file: bool, recover: bool
+    fd: int,
+    end: int,
+    seg: Segment,
+    state: LoadState,
+    last_file: bool,
+    recover: bool,
+    gaps: bool = False,
 ) -> bool:
     """Read the batches of ``seg`` from its indexed size to ``end``, indexing and replaying
     them; cut a torn tail or damage (``recover``). Returns whether damage was cut."""
@@ -173,7 +183,9 @@ def _scan(
                     break  # the rest of this batch is in the next read
                 else:
                     check_crc(data, at, header)
-                    if header.base_offset != expected:  # outside the CRC: check it here
+                    # outside the CRC: check it here (a compacted partition's have gaps)
+                    base = header.base_offset
+                    if base < expected if gaps else base != expected:
                         problem = "corrupt"
             except CorruptBatch:
                 if pos + at + header.length == end:

@@ -171,3 +171,21 @@ def test_memory_bounds_are_flags_and_environment_variables() -> None:
     assert "KGROUPD_LOG_CACHE_BYTES" in help_text and "KGROUPD_MAX_MEMORY_BYTES" in help_text
     with pytest.raises(ConfigError, match="KGROUPD_MAX_MEMORY_BYTES"):
         load_config([], {"KGROUPD_MAX_MEMORY_BYTES": "0"})
+
+
+def test_log_cleaner_settings_are_kafkas() -> None:
+    c = load_config([], {})
+    assert c.log_cleaner_enable is True  # Kafka: log.cleaner.enable
+    assert c.log_cleaner_backoff_ms == 15000  # log.cleaner.backoff.ms
+    assert c.log_cleaner_io_max_bytes_per_second is None  # unbounded, as Kafka's
+    assert c.log_cleaner_dedupe_buffer_size == 128 * 1024 * 1024
+    c = load_config(
+        ["--log-cleaner-enable", "false", "--log-cleaner-io-max-bytes-per-second", "1000"],
+        {"KGROUPD_LOG_CLEANER_BACKOFF_MS": "50"},
+    )
+    assert (c.log_cleaner_enable, c.log_cleaner_backoff_ms) == (False, 50)
+    assert c.log_cleaner_io_max_bytes_per_second == 1000
+    with pytest.raises(ConfigError, match="KGROUPD_LOG_CLEANER_ENABLE"):
+        load_config([], {"KGROUPD_LOG_CLEANER_ENABLE": "maybe"})
+    with pytest.raises(SystemExit):
+        load_config(["--log-cleaner-backoff-ms", "0"], {})
