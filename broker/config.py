@@ -19,6 +19,7 @@ from broker import group_options, http_options
 from broker.listeners import Listener, ListenerError, build_listeners
 from broker.log import cleaner_options
 from broker.log.topics import TopicError, validate_topic_name
+from broker.option_types import at_least_one, non_negative, port, truth
 from broker.security import options as security_options
 from broker.storage import options as storage_options
 
@@ -148,34 +149,10 @@ class BrokerConfig(cleaner_options.CleanerSettings):
         return host, self.advertised_port or bound_port
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
 def _transaction_version(text: str) -> int:
-    value = _positive_int(text)
+    value = non_negative(text)
     if value not in (1, 2):
         raise argparse.ArgumentTypeError("must be 1 or 2")
-    return value
-
-
-def _port(text: str) -> int:
-    value = _positive_int(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port")
-    return value
-
-
-def _at_least_one(text: str) -> int:
-    value = _positive_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
 
 
@@ -183,7 +160,7 @@ def _bytes_or_unbounded(text: str) -> int | None:
     """A byte count of at least 1, or -1 for no limit (as Kafka writes it)."""
     if text.strip() == "-1":
         return None
-    return _at_least_one(text)
+    return at_least_one(text)
 
 
 def _topic_spec(text: str) -> TopicSpec:
@@ -194,22 +171,13 @@ def _topic_spec(text: str) -> TopicSpec:
         validate_topic_name(name)
     except TopicError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return TopicSpec(name, _at_least_one(count))
-
-
-def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return TopicSpec(name, at_least_one(count))
 
 
 # (flag, dest, type, help). Defaults come from BrokerConfig.
 _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     ("--host", "host", str, "address to listen on"),
-    ("--port", "port", _port, "port to listen on; 0 binds a free port (logged as 'listening')"),
+    ("--port", "port", port, "port to listen on; 0 binds a free port (logged as 'listening')"),
     (
         "--advertised-host",
         "advertised_host",
@@ -219,7 +187,7 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--advertised-port",
         "advertised_port",
-        _port,
+        port,
         "port given to clients in Metadata (default: the bound port)",
     ),
     (
@@ -242,7 +210,7 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "NAME:PROTOCOL[,...] (Kafka: listener.security.protocol.map; default maps PLAINTEXT, "
         "SSL, SASL_PLAINTEXT and SASL_SSL to themselves)",
     ),
-    ("--node-id", "node_id", _positive_int, "this broker's node id"),
+    ("--node-id", "node_id", non_negative, "this broker's node id"),
     (
         "--cluster-id",
         "cluster_id",
@@ -261,20 +229,20 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--default-partitions",
         "default_partitions",
-        _at_least_one,
+        at_least_one,
         "partitions of auto-created topics (Kafka: num.partitions)",
     ),
     (
         "--max-connections-per-ip",
         "max_connections_per_ip",
-        _at_least_one,
+        at_least_one,
         "connections one client address may hold; new ones over it are closed at once "
         "(Kafka: max.connections.per.ip; default: unbounded)",
     ),
     (
         "--max-connections",
         "max_connections",
-        _at_least_one,
+        at_least_one,
         "connections the broker holds at most; at the limit it stops accepting until one "
         "closes (Kafka: max.connections; default: unbounded)",
     ),
@@ -289,27 +257,27 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--connections-max-idle-ms",
         "connections_max_idle_ms",
-        _at_least_one,
+        at_least_one,
         "close a connection that sent nothing for this long (Kafka: connections.max.idle.ms)",
     ),
     (
         "--incomplete-request-timeout-ms",
         "incomplete_request_timeout_ms",
-        _at_least_one,
+        at_least_one,
         "close a connection whose request frame stays incomplete this long (kgroupd's own: a "
         "client trickling bytes holds no buffer forever)",
     ),
     (
         "--log-retention-check-interval-ms",
         "log_retention_check_interval_ms",
-        _at_least_one,
+        at_least_one,
         "how often retention deletes what topics' retention.ms and retention.bytes no longer "
         "keep (Kafka: log.retention.check.interval.ms)",
     ),
     (
         "--max-partitions",
         "max_partitions",
-        _at_least_one,
+        at_least_one,
         "the most partitions all topics may have together (kgroupd's own; internal topics "
         "not counted): a CreateTopics or CreatePartitions past it is refused with "
         "POLICY_VIOLATION",
@@ -317,39 +285,39 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--max-request-bytes",
         "max_request_bytes",
-        _at_least_one,
+        at_least_one,
         "largest request frame accepted (Kafka: socket.request.max.bytes)",
     ),
     (
         "--message-max-bytes",
         "message_max_bytes",
-        _at_least_one,
+        at_least_one,
         "largest record batch accepted (Kafka: message.max.bytes)",
     ),
     (
         "--transaction-partitions",
         "transaction_partitions",
-        _at_least_one,
+        at_least_one,
         "transaction coordinator shards (Kafka: transaction.state.log.num.partitions)",
     ),
     (
         "--transaction-max-timeout-ms",
         "transaction_max_timeout_ms",
-        _at_least_one,
+        at_least_one,
         "the longest transaction timeout a producer may ask for "
         "(Kafka: transaction.max.timeout.ms)",
     ),
     (
         "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",
-        _at_least_one,
+        at_least_one,
         "how often transactions past their timeout are aborted "
         "(Kafka: transaction.abort.timed.out.transaction.cleanup.interval.ms)",
     ),
     (
         "--transactional-id-expiration-ms",
         "transactional_id_expiration_ms",
-        _at_least_one,
+        at_least_one,
         "idle transactional ids are forgotten after this (Kafka: transactional.id.expiration.ms)",
     ),
     (
@@ -445,7 +413,7 @@ _ENV_TYPES: dict[str, Callable[[str], Any]] = {dest: typ for _, dest, typ, _ in 
 def _from_env(dest: str, raw: str) -> object:
     try:
         if dest in _BOOLS:
-            return _bool(raw)
+            return truth(raw)
         if dest == "create_topics":
             return tuple(_topic_spec(p.strip()) for p in raw.split(",") if p.strip())
         conv = _ENV_TYPES[dest]

@@ -7,28 +7,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from broker.option_types import at_least_one, non_negative
+
 SERVER_ASSIGNOR_NAMES = ("uniform", "range")
 MIGRATION_POLICIES = ("disabled", "downgrade", "upgrade", "bidirectional")
-
-
-def _whole(text: str, least: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} must not be negative" if least == 0 else f"{text!r} must be at least 1"
-        )
-    return value
-
-
-def positive_int(text: str) -> int:
-    return _whole(text, 0)
-
-
-def at_least_one(text: str) -> int:
-    return _whole(text, 1)
 
 
 def _assignors(text: str) -> tuple[str, ...]:
@@ -61,19 +43,19 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--initial-rebalance-delay-ms",
         "initial_rebalance_delay_ms",
-        positive_int,
+        non_negative,
         "Kafka: group.initial.rebalance.delay.ms",
     ),
     (
         "--group-min-session-timeout-ms",
         "group_min_session_timeout_ms",
-        positive_int,
+        non_negative,
         "Kafka: group.min.session.timeout.ms",
     ),
     (
         "--group-max-session-timeout-ms",
         "group_max_session_timeout_ms",
-        positive_int,
+        non_negative,
         "Kafka: group.max.session.timeout.ms",
     ),
     (
@@ -146,7 +128,7 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--offset-metadata-max-bytes",
         "offset_metadata_max_bytes",
-        positive_int,
+        non_negative,
         "Kafka: offset.metadata.max.bytes",
     ),
 ]

@@ -3,30 +3,10 @@ appended to the broker's flags by ``broker.config``."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import Any
 
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port")
-    return value
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
+from broker.option_types import at_least_one, port
 
 # (flag, BrokerConfig field, type, help)
 OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
@@ -41,13 +21,13 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--http-port",
         "http_port",
-        _port,
+        port,
         "port of the HTTP listener; 0 binds a free port (logged as 'http_listening')",
     ),
     (
         "--metrics-max-groups",
         "metrics_max_groups",
-        _at_least_one,
+        at_least_one,
         "groups (and topics) with series of their own in /metrics; the rest are summed "
         "into one series labelled __other__",
     ),

@@ -3,10 +3,11 @@ and their ``BrokerConfig`` fields (``CleanerSettings``, a base of ``BrokerConfig
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from broker.option_types import at_least_one, truth
 
 
 @dataclass(frozen=True)
@@ -19,50 +20,33 @@ class CleanerSettings:
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
 
 
-def _truth(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-    return value == "true"
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
 # (flag, BrokerConfig field, type, help): appended to the broker's flags
 OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--log-cleaner-enable",
         "log_cleaner_enable",
-        _truth,
+        truth,
         "true|false: compact cleanup.policy=compact topics in the background "
         "(Kafka: log.cleaner.enable)",
     ),
     (
         "--log-cleaner-backoff-ms",
         "log_cleaner_backoff_ms",
-        _at_least_one,
+        at_least_one,
         "how long the log cleaner sleeps when no log needs cleaning "
         "(Kafka: log.cleaner.backoff.ms)",
     ),
     (
         "--log-cleaner-io-max-bytes-per-second",
         "log_cleaner_io_max_bytes_per_second",
-        _at_least_one,
+        at_least_one,
         "the log cleaner's bytes read plus written a second (Kafka: "
         "log.cleaner.io.max.bytes.per.second)",
     ),
     (
         "--log-cleaner-dedupe-buffer-size",
         "log_cleaner_dedupe_buffer_size",
-        _at_least_one,
+        at_least_one,
         "the memory of a cleaner pass's key map (about 150 bytes a key); a pass whose dirty "
         "keys pass it cleans up to there, the next pass goes on (Kafka: "
         "log.cleaner.dedupe.buffer.size)",

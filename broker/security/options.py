@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from broker.listeners import Listener
+from broker.option_types import non_negative, truth
 from broker.security.sasl import MECHANISMS
 from broker.security.tls import CLIENT_AUTH
 
@@ -37,20 +38,6 @@ def _authorizer(text: str) -> str | None:
         return None
     if value != "acl":
         raise argparse.ArgumentTypeError(f"{text!r}: kgroupd's authorizer is 'acl' (or none)")
-    return value
-
-
-def _truth(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-    return value == "true"
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
     return value
 
 
@@ -95,7 +82,7 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--connections-max-reauth-ms",
         "connections_max_reauth_ms",
-        _non_negative,
+        non_negative,
         "SASL sessions last this long; clients re-authenticate on the connection before "
         "(KIP-368; Kafka: connections.max.reauth.ms; 0: forever)",
     ),
@@ -116,7 +103,7 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--allow-everyone-if-no-acl-found",
         "allow_everyone_if_no_acl_found",
-        _truth,
+        truth,
         "true: a resource without any ACL is open to everyone (Kafka: "
         "allow.everyone.if.no.acl.found)",
     ),

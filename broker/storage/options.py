@@ -3,32 +3,13 @@ cache of topic data under --data-dir and the bound on it in memory."""
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Callable
 from typing import Any
 
+from broker.option_types import at_least_one, non_negative
+
 DEFAULT_LOG_CACHE_BYTES = 64 * 1024 * 1024
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
 
 
 def default_max_memory_bytes() -> int:
@@ -51,27 +32,27 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
         "--fsync-interval-ms",
         "fsync_interval_ms",
-        _at_least_one,
+        at_least_one,
         "fsync period for --fsync interval",
     ),
     (
         "--snapshot-log-bytes",
         "snapshot_log_bytes",
-        _at_least_one,
+        at_least_one,
         "the size of the coordinator log (shared by every group and transaction shard) that "
         "starts a new log and a snapshot of each shard written to since the last one",
     ),
     (
         "--log-cache-bytes",
         "log_cache_bytes",
-        _non_negative,
+        non_negative,
         "with --data-dir: the newest record batches kept in memory, shared by every "
         "partition; older ones are read from the segment files",
     ),
     (
         "--max-memory-bytes",
         "max_memory_bytes",
-        _at_least_one,
+        at_least_one,
         "without --data-dir: the topic data kept in memory; over it the oldest batches are "
         "deleted first (memory_bound_deleted is logged) (default: a quarter of the "
         "machine's memory)",
