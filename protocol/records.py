@@ -172,17 +172,17 @@ def control_marker(batch: bytes) -> tuple[bool, int]:
     pos += 1
     pos = _skip_varint(batch, pos)
     pos = _skip_varint(batch, pos)
-    key_len, pos = _read_zigzag(batch, pos)
+    key_len, pos = read_zigzag(batch, pos)
     if key_len != 4:
         raise InvalidBatch("bad control record key")
     _version, kind = struct.unpack_from(">hh", batch, pos)
     pos += key_len
-    value_len, pos = _read_zigzag(batch, pos)
+    value_len, pos = read_zigzag(batch, pos)
     epoch = struct.unpack_from(">i", batch, pos + 2)[0] if value_len >= 6 else -1
     return kind == COMMIT_MARKER, epoch
 
 
-def _read_zigzag(data: bytes, pos: int) -> tuple[int, int]:
+def read_zigzag(data: bytes, pos: int) -> tuple[int, int]:
     shift = value = 0
     while True:
         if pos >= len(data):
@@ -198,7 +198,7 @@ def _read_zigzag(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def _skip_varint(data: bytes, pos: int) -> int:
-    return _read_zigzag(data, pos)[1]
+    return read_zigzag(data, pos)[1]
 
 
 def build_batch(records: list[tuple[int, bytes, bytes | None, int]]) -> bytes:

@@ -38,6 +38,7 @@ from protocol.records import (
     TRANSACTIONAL_BIT,
     InvalidBatch,
     parse_header,
+    read_zigzag,
 )
 
 DELETE_HORIZON_BIT = 0x40  # Kafka's DefaultRecordBatch.DELETE_HORIZON_FLAG_MASK
@@ -60,21 +61,6 @@ __all__ = [
 # A record: (attributes, timestamp delta, offset delta, key or None, tombstone, where its key
 # length starts, where it ends); a plain tuple, as a pass makes one per record.
 Record = tuple[int, int, int, bytes | None, bool, int, int]
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(data):
-            raise InvalidBatch("varint cut short")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:
-            raise InvalidBatch("varint too long")
 
 
 def _zigzag(value: int) -> bytes:
@@ -101,7 +87,7 @@ def records(data: bytes) -> list[Record]:
             if b < 0x80:
                 length, pos = (b >> 1) ^ -(b & 1), pos + 1
             else:
-                length, pos = _varint(data, pos)
+                length, pos = read_zigzag(data, pos)
             end = pos + length
             if length < 0 or end > size:
                 raise InvalidBatch("record length past the batch")
@@ -110,25 +96,25 @@ def records(data: bytes) -> list[Record]:
             if b < 0x80:
                 ts_delta, at = (b >> 1) ^ -(b & 1), pos + 2
             else:
-                ts_delta, at = _varint(data, pos + 1)
+                ts_delta, at = read_zigzag(data, pos + 1)
             b = data[at]
             if b < 0x80:
                 offset_delta, at = (b >> 1) ^ -(b & 1), at + 1
             else:
-                offset_delta, at = _varint(data, at)
+                offset_delta, at = read_zigzag(data, at)
             tail = at
             b = data[at]
             if b < 0x80:
                 key_len, at = (b >> 1) ^ -(b & 1), at + 1
             else:
-                key_len, at = _varint(data, at)
+                key_len, at = read_zigzag(data, at)
             if key_len < 0:
                 key = None
             else:
                 key = data[at : at + key_len]
                 at += key_len
             b = data[at]
-            tombstone = b == 1 if b < 0x80 else _varint(data, at)[0] < 0  # zigzag(-1) == 1
+            tombstone = b == 1 if b < 0x80 else read_zigzag(data, at)[0] < 0  # zigzag(-1) == 1
             if at >= end:
                 raise InvalidBatch("record fields past its length")
             append((attributes, ts_delta, offset_delta, key, tombstone, tail, end))
