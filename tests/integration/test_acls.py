@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import asyncio
-import struct
 import uuid
 import warnings
 from collections.abc import AsyncIterator
@@ -26,7 +25,6 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
-from hypothesis import HealthCheck, given, settings
 
 from broker.config import TopicSpec
 from broker.handlers import HANDLERS
@@ -35,11 +33,10 @@ from broker.security.rules import ACCESS
 from broker.server import KafkaServer
 from broker.testing import running_server
 from protocol.codec import ArrayOf, F
-from protocol.messages import lookup
 from protocol.schemas import DEFINITIONS
 from tests.integration.test_fuzz_requests import ask
-from tests.support.fuzz import cases, check_answers, struct_strategy
-from tests.support.kafka_wire import WireClient, create_topic, encode_request
+from tests.support.fuzz import cases, check_answers, generated_frames
+from tests.support.kafka_wire import WireClient, create_topic
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -474,25 +471,6 @@ async def acl_server() -> AsyncIterator[KafkaServer]:
 async def test_generated_requests_under_acls_get_no_internal_error(
     acl_server: KafkaServer, api_key: int, version: int
 ) -> None:
-    spec = lookup(api_key, version)
-    assert spec is not None
-    bodies: list[dict[str, Any]] = []
-
-    @settings(
-        max_examples=FUZZ_EXAMPLES,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(struct_strategy(spec.request.message.fields, version))
-    def collect(body: dict[str, Any]) -> None:
-        bodies.append(body)
-
-    collect()
-    for body in bodies:
-        try:
-            frame = encode_request(api_key, version, 7, body)
-        except (ValueError, OverflowError, struct.error, UnicodeEncodeError):
-            continue
+    for frame, body in generated_frames(api_key, version, FUZZ_EXAMPLES):
         out, _closed = await ask(acl_server, frame)
         check_answers(api_key, version, out, body)

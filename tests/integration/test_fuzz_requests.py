@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import struct
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,16 +29,14 @@ from broker.config import TopicSpec
 from broker.connection import KafkaConnection
 from broker.server import KafkaServer
 from broker.testing import running_server
-from protocol.messages import lookup
 from tests.support.fuzz import (
     MUTATIONS,
     cases,
     check_answers,
     default_frame,
+    generated_frames,
     mutate,
-    struct_strategy,
 )
-from tests.support.kafka_wire import encode_request
 
 EXAMPLES = int(os.environ.get("KGROUPD_FUZZ_EXAMPLES", "12"))
 
@@ -113,26 +110,7 @@ async def ask(server: KafkaServer, frame: bytes) -> tuple[bytes, bool]:
 async def test_generated_requests_get_no_internal_error(
     server: KafkaServer, api_key: int, version: int
 ) -> None:
-    spec = lookup(api_key, version)
-    assert spec is not None
-    bodies: list[dict[str, Any]] = []
-
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(struct_strategy(spec.request.message.fields, version))
-    def collect(body: dict[str, Any]) -> None:
-        bodies.append(body)
-
-    collect()
-    for body in bodies:
-        try:
-            frame = encode_request(api_key, version, 7, body)
-        except (ValueError, OverflowError, struct.error, UnicodeEncodeError):
-            continue  # not encodable (e.g. a string too long for its length prefix)
+    for frame, body in generated_frames(api_key, version, EXAMPLES):
         out, _closed = await ask(server, frame)
         check_answers(api_key, version, out, body)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.handlers import HANDLERS
@@ -127,3 +128,31 @@ def default_frame(api_key: int, version: int) -> tuple[bytes, int]:
     assert spec is not None
     base = encode_request(api_key, version, 7, {})
     return base, len(base) - len(spec.encode_request({}))
+
+
+def generated_frames(api_key: int, version: int, examples: int) -> list[tuple[bytes, Any]]:
+    """Up to ``examples`` hypothesis-generated requests of the API/version, framed, each
+    with the body it encodes (bodies that cannot be encoded, e.g. a string too long for
+    its length prefix, are left out)."""
+    spec = lookup(api_key, version)
+    assert spec is not None
+    bodies: list[dict[str, Any]] = []
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(struct_strategy(spec.request.message.fields, version))
+    def collect(body: dict[str, Any]) -> None:
+        bodies.append(body)
+
+    collect()
+    frames = []
+    for body in bodies:
+        try:
+            frames.append((encode_request(api_key, version, 7, body), body))
+        except (ValueError, OverflowError, struct.error, UnicodeEncodeError):
+            continue
+    return frames
