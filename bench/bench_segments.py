@@ -1,19 +1,25 @@
 """Topic data beyond memory: produce GiBs in ~1 KiB batches with --data-dir, then fetch it
 back cold and warm from the segment files, restart, and watch RSS and start-up time.
 
-    python bench/bench_segments.py [--gib 1 2] [--fsync always|interval|never]
+    python bench/bench_segments.py [--gib 1 2] [--fsync always|interval|never] [--partitions 1]
 
 For each size, a fresh data dir and a broker with default settings (--log-cache-bytes 64 MiB,
-segment.bytes 1 GiB, --fsync always unless given): one raw connection produces ProduceRequest
-v8 frames (acks=1, one batch of one 1,000-byte record, 1,069 bytes a batch) with 256 in
-flight; each frame is made from one encoded template by patching the value (the record's
-index), the CRC-32C and the correlation id, so the client does little per batch. RSS
-(VmRSS) is sampled every 0.5 s; the peak is VmHWM. Then the whole log is fetched from offset
-0 (Fetch v11, 8 MiB a request, one connection): first cold (``posix_fadvise(DONTNEED)`` on
-every segment file, so the page cache starts empty), then warm. Then a start after a kill -9
-(right after the fetches) and one after a clean stop, timed from spawn to the ``listening``
-line, with the RSS 1 s after and the ``batches_read`` the start-up logged. MB/s counts
-record-batch bytes (10**6 bytes/s).
+segment.bytes 1 GiB, --fsync always unless given). One raw connection per partition (uvloop,
+``bench_throughput.Pipeline``) produces ProduceRequest v8 frames (acks=1, one batch of one
+1,000-byte record, 1,070 bytes a batch) with 256 in flight. The frames are encoded before
+the clock starts: 512 copies of one template with the value (an index), the CRC-32C and the
+correlation id patched, sent round-robin. The last answer of each connection must be error 0
+at the offset of the partition's last batch. RSS (VmRSS) is sampled every 0.5 s; the peak is
+VmHWM. Then the whole log is fetched from offset 0 (Fetch v11, 8 MiB a request, one
+connection per partition, each request at the offset after the last batch returned): first
+cold (``posix_fadvise(DONTNEED)`` on every segment file, so the page cache starts empty),
+then warm; every fetch must return every record, at consecutive offsets. Then a start after a
+kill -9 (right after the fetches; the log is fetched and counted again) and one after a clean
+stop, timed from spawn to the ``listening`` line and to the first 200 of ``/readyz``, with
+the RSS 1 s after and the ``batches_read`` the start-up logged. MB/s counts record-batch
+bytes (10**6 bytes/s).
+
+``bench_data.py`` runs the same workload against kgroupd in memory and Tansu as well.
 """
 
 from __future__ import annotations
@@ -25,15 +31,17 @@ import struct
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from crc32c import crc32c  # noqa: E402
+import _harness as h
+import bench_throughput as bt
+from crc32c import crc32c
 
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.kafka_wire import (  # noqa: E402
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_wire import (
     WireClient,
     build_batch,
     create_topic,
@@ -45,18 +53,41 @@ from tests.support.kafka_wire import (  # noqa: E402
 GiB = 1024**3
 MiB = 1024**2
 TOPIC = "bench"
+WINDOW = 256  # produce requests in flight per connection
+FETCH_BYTES = 8 * MiB  # a Fetch's max_bytes and partition_max_bytes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-def template() -> tuple[bytearray, int, int, int]:
+def template(partition: int = 0) -> tuple[bytearray, int, int, int]:
     """A Produce frame (with its size prefix), where its batch starts, where the value's
     index goes, where the correlation id is."""
     marker = b"\xab" * 8
     batch = build_batch([(None, marker + b"v" * 992, [])])
-    frame = bytearray(encode_request(0, 8, 0x5EED5EED, produce_request(TOPIC, 0, batch, acks=1)))
+    body = produce_request(TOPIC, partition, batch, acks=1)
+    frame = bytearray(encode_request(0, 8, 0x5EED5EED, body))
     start = frame.index(batch)
     return frame, start, frame.index(marker), frame.index(_I32.pack(0x5EED5EED))
+
+
+BATCH_LEN = len(template()[0]) - template()[1]  # 1,070 bytes
+
+
+def produce_frames(partition: int, distinct: int) -> list[bytes]:
+    """``distinct`` frames for one partition, each with its own value and correlation id."""
+    frame, start, at, corr_at = template(partition)
+    out = []
+    for i in range(distinct):
+        frame[at : at + 8] = b"%08d" % i
+        struct.pack_into(">I", frame, start + 17, crc32c(bytes(frame[start + 21 :])))
+        _I32.pack_into(frame, corr_at, i)
+        out.append(bytes(frame))
+    return out
+
+
+def batches_for(gib: float, partitions: int) -> int:
+    """Batches per partition so that ``gib`` GiB are produced in all."""
+    return max(1, int(gib * GiB) // BATCH_LEN // partitions)
 
 
 def rss(pid: int, field: str = "VmRSS") -> int:
@@ -66,47 +97,80 @@ def rss(pid: int, field: str = "VmRSS") -> int:
     return 0
 
 
-async def produce(port: int, n: int, window: int = 256) -> int:
-    frame, start, at, corr_at = template()
-    batch_len = len(frame) - start
-    async with await WireClient.connect(port) as wire:
-        sent = 0
-        pending = 0
-        while sent < n or pending:
-            burst = []
-            while sent < n and pending < window:
-                frame[at : at + 8] = b"%08d" % (sent % 10**8)
-                struct.pack_into(">I", frame, start + 17, crc32c(bytes(frame[start + 21 :])))
-                _I32.pack_into(frame, corr_at, sent)
-                burst.append(bytes(frame))
-                sent += 1
-                pending += 1
-            if burst:
-                wire.writer.write(b"".join(burst))
-            for _ in range(min(pending, window // 2) if sent < n else pending):
-                await wire.read_frame()
-                pending -= 1
-    return batch_len
+@dataclass(frozen=True)
+class Proc:
+    """A broker as ``bench_throughput.run_phase`` sees it."""
+
+    port: int
+    pid: int
 
 
-async def fetch_all(port: int, end: int) -> int:
+async def produce(target: bt.Target, per: int, partitions: int, window: int = WINDOW) -> bt.Phase:
+    """``per`` batches to each of ``partitions`` partitions of a fresh topic, one connection
+    each; fails unless each connection's last answer is error 0 at offset ``per - 1``."""
+    frames = [produce_frames(p, 2 * window) for p in range(partitions)]
+    phase = await bt.run_phase(target, frames, per, window, timeout=None)
+    for p, pipe in enumerate(phase.pipes):
+        resp = h.decode_response(0, 8, pipe.kept["last"])
+        part = resp["responses"][0]["partition_responses"][0]
+        if part["error_code"] != 0 or part["base_offset"] != per - 1:
+            raise RuntimeError(f"partition {p}: last produce answered {part}, not offset {per - 1}")
+    return phase
+
+
+async def fetch_all(port: int, end: int, partition: int = 0) -> tuple[int, int]:
+    """Fetch one partition from offset 0 to ``end``: (record-batch bytes, records). Fails
+    unless the batches come at consecutive offsets with ``end`` records in all."""
     offset = 0
     got = 0
+    records = 0
     async with await WireClient.connect(port) as wire:
+        wire.timeout = 60
         while offset < end:
-            req = fetch_request(TOPIC, 0, offset, max_bytes=8 * MiB, partition_max_bytes=8 * MiB)
+            # max_wait_ms 500 (min_bytes 1): the data is there, so no broker waits; Tansu
+            # answers max_wait_ms 0 with no topics at all
+            req = fetch_request(
+                TOPIC,
+                partition,
+                offset,
+                max_wait_ms=500,
+                max_bytes=FETCH_BYTES,
+                partition_max_bytes=FETCH_BYTES,
+            )
             resp = await wire.request(1, 11, req)
-            ((part,),) = [t["partitions"] for t in resp["responses"]]
-            assert part["error_code"] == 0, part
+            parts = [p for t in resp["responses"] for p in t["partitions"]]
+            if len(parts) != 1:
+                raise RuntimeError(f"partition {partition} at {offset}: answered {resp}")
+            part = parts[0]
+            if part["error_code"] != 0:
+                raise RuntimeError(f"partition {partition} at {offset}: {part['error_code']}")
             data = part["records"] or b""
-            assert data, offset
             pos = 0
-            while pos < len(data):
+            while pos + 61 <= len(data):  # whole batches only (a broker may cut the last)
                 base = _I64.unpack_from(data, pos)[0]
-                pos += _I32.unpack_from(data, pos + 8)[0] + 12
-                offset = base + 1
-            got += len(data)
-    return got
+                size = _I32.unpack_from(data, pos + 8)[0] + 12
+                if pos + size > len(data):
+                    break
+                if base != offset:
+                    raise RuntimeError(f"partition {partition}: batch at {base}, expected {offset}")
+                count = _I32.unpack_from(data, pos + 57)[0]
+                offset = base + count
+                records += count
+                got += size
+                pos += size
+            if not pos:
+                raise RuntimeError(f"partition {partition}: no whole batch at offset {offset}")
+    if records != end:
+        raise RuntimeError(f"partition {partition}: fetched {records} records, produced {end}")
+    return got, records
+
+
+async def fetch_partitions(port: int, per: int, partitions: int) -> tuple[float, int, int]:
+    """Every partition at once, one connection each: (seconds, bytes, records)."""
+    t0 = time.perf_counter()
+    done = await asyncio.gather(*(fetch_all(port, per, p) for p in range(partitions)))
+    took = time.perf_counter() - t0
+    return took, sum(d[0] for d in done), sum(d[1] for d in done)
 
 
 def drop_cache(directory: Path) -> None:
@@ -119,89 +183,172 @@ def drop_cache(directory: Path) -> None:
             os.close(fd)
 
 
-async def timed_start(broker: BrokerProcess) -> tuple[float, int, int]:
+@dataclass
+class Start:
+    listening_s: float  # spawn to the "listening" log line
+    ready_s: float  # spawn to the first 200 of /readyz
+    rss: int  # VmRSS 1 s after
+    batches_read: int  # what the start-up read back from segment files (topic_data_loaded)
+
+    def cell(self) -> str:
+        return (
+            f"{self.listening_s:.2f} / {self.ready_s:.2f} s, {self.rss / MiB:.0f} MiB, "
+            f"{self.batches_read:,}"
+        )
+
+
+async def _ready_after(broker: BrokerProcess, since: int, t0: float) -> float:
+    """Seconds from ``t0`` to the first 200 of ``/readyz`` (on the port ``http_listening``
+    logs), polling every 5 ms."""
+    while True:
+        found = broker.find("http_listening", since)
+        if found:
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", found[0]["port"])
+                writer.write(b"GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+                status = await reader.readline()
+                writer.close()
+                if status.split()[1:2] == [b"200"]:
+                    return time.perf_counter() - t0
+            except (OSError, IndexError):
+                pass
+        await asyncio.sleep(0.005)
+
+
+async def timed_start(broker: BrokerProcess) -> Start:
+    since = len(broker.events)
     t0 = time.perf_counter()
-    await broker.start()
-    took = time.perf_counter() - t0
+    ready = asyncio.create_task(_ready_after(broker, since, t0))
+    try:
+        await broker.start()
+        listening = time.perf_counter() - t0
+        ready_s = await asyncio.wait_for(ready, 20)
+    finally:
+        ready.cancel()
     (event,) = broker.find("topic_data_loaded", since=broker.run_start)
     await asyncio.sleep(1)
     assert broker.proc is not None
-    return took, rss(broker.proc.pid), int(event["batches_read"])
+    return Start(listening, ready_s, rss(broker.proc.pid), int(event["batches_read"]))
 
 
-async def one_size(gib: float, fsync: str | None) -> list[str]:
-    rows = []
+def kgroupd_env() -> dict[str, str]:
+    """As the other benches run kgroupd (its bytecode cached in .cache/pycache, as an
+    install compiles it); an empty PYTHONDONTWRITEBYTECODE is unset to Python."""
+    env, _cwd = h.process_env("kgroupd")
+    assert env is not None
+    return {**env, "PYTHONDONTWRITEBYTECODE": "", "PYTHONOPTIMIZE": ""}
+
+
+@dataclass
+class SizeResult:
+    gib: float
+    partitions: int
+    per: int  # batches per partition
+    produce: bt.Phase
+    samples: list[int]  # VmRSS every 0.5 s while producing
+    peak: int  # VmHWM after producing
+    after: int  # VmRSS after producing
+    cold_s: float
+    warm_s: float
+    fetch_peak: int  # VmHWM after the fetches
+    crashed: Start
+    clean: Start
+
+    @property
+    def data(self) -> int:
+        return self.per * self.partitions * BATCH_LEN
+
+    def row(self) -> str:
+        n = self.per * self.partitions
+        mbs = self.data / 1e6
+        return (
+            f"| {self.gib:g} GiB ({n:,} batches, {self.partitions} partition"
+            f"{'s' if self.partitions > 1 else ''}) | {mbs / self.produce.elapsed:.1f} "
+            f"({self.produce.broker_cpu:.0%}) | {mbs / self.cold_s:.0f} | "
+            f"{mbs / self.warm_s:.0f} | {max(self.samples) / MiB:.0f} / {self.peak / MiB:.0f} / "
+            f"{self.after / MiB:.0f} | {self.fetch_peak / MiB:.0f} | {self.clean.cell()} | "
+            f"{self.crashed.cell()} |"
+        )
+
+
+SIZE_HEADER = (
+    "| data | produce MB/s (broker CPU) | fetch cold MB/s | fetch warm MB/s | RSS while "
+    "producing: max sampled / VmHWM / after (MiB) | VmHWM after fetches (MiB) | clean "
+    "restart: to listening / to /readyz, RSS 1 s after, batches read | kill -9 restart: "
+    "the same |\n|---|---|---|---|---|---|---|---|"
+)
+
+
+async def one_size(gib: float, fsync: str | None, partitions: int = 1) -> SizeResult:
     with tempfile.TemporaryDirectory(prefix="bench-seg-") as tmp:
+        data_dir = Path(tmp) / "data"
         args = ("--fsync", fsync) if fsync else ()
-        broker = BrokerProcess(Path(tmp) / "data", args=args, env={"PYTHONOPTIMIZE": ""})
+        broker = BrokerProcess(data_dir, args=args, env=kgroupd_env())
         try:
             await broker.start()
             assert broker.proc is not None
-            pid = broker.proc.pid
+            target = Proc(broker.port, broker.proc.pid)
             async with await WireClient.connect(broker.port) as wire:
-                await create_topic(wire, TOPIC, 1, {})
-            batch_len = len(template()[0]) - template()[1]
-            n = int(gib * GiB) // batch_len
+                await create_topic(wire, TOPIC, partitions, {})
+            per = batches_for(gib, partitions)
             samples: list[int] = []
             stop = asyncio.Event()
 
             async def sample() -> None:
                 while not stop.is_set():
-                    samples.append(rss(pid))
+                    samples.append(rss(target.pid))
                     await asyncio.sleep(0.5)
 
             sampler = asyncio.create_task(sample())
-            print(f"{gib} GiB: producing {n:,} batches", file=sys.stderr)
-            t0 = time.perf_counter()
-            await produce(broker.port, n)
-            produce_s = time.perf_counter() - t0
-            stop.set()
-            await sampler
-            data = n * batch_len
-            peak = rss(pid, "VmHWM")
-            after = rss(pid)
-            drop_cache(Path(tmp) / "data" / "topics")
-            t0 = time.perf_counter()
-            assert await fetch_all(broker.port, n) == data
-            cold_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            assert await fetch_all(broker.port, n) == data
-            warm_s = time.perf_counter() - t0
-            fetch_peak = rss(pid, "VmHWM")
+            print(f"{gib:g} GiB: producing {per * partitions:,} batches", file=sys.stderr)
+            try:
+                phase = await produce(target, per, partitions)
+            finally:
+                stop.set()
+                await sampler
+            peak, after = rss(target.pid, "VmHWM"), rss(target.pid)
+            print(f"  produced in {phase.elapsed:.1f} s; fetching", file=sys.stderr)
+            drop_cache(data_dir / "topics")
+            cold_s = (await fetch_partitions(target.port, per, partitions))[0]
+            warm_s = (await fetch_partitions(target.port, per, partitions))[0]
+            fetch_peak = rss(target.pid, "VmHWM")
             await broker.kill()
             crashed = await timed_start(broker)
-            assert await fetch_all(broker.port, n) == data
+            await fetch_partitions(broker.port, per, partitions)
             await broker.stop()
             clean = await timed_start(broker)
             await broker.stop()
         finally:
             await broker.close()
-        rows.append(
-            f"| {gib:g} GiB ({n:,} batches) | {data / produce_s / 1e6:.1f} | "
-            f"{data / cold_s / 1e6:.0f} | {data / warm_s / 1e6:.0f} | "
-            f"{max(samples) / MiB:.0f} / {peak / MiB:.0f} / {after / MiB:.0f} | "
-            f"{fetch_peak / MiB:.0f} | {clean[0]:.2f} s, {clean[1] / MiB:.0f} MiB, "
-            f"{clean[2]} | {crashed[0]:.2f} s, {crashed[1] / MiB:.0f} MiB, {crashed[2]} |"
-        )
-        print(rows[-1], file=sys.stderr)
-    return rows
+    phase.pipes = []
+    result = SizeResult(
+        gib,
+        partitions,
+        per,
+        phase,
+        samples,
+        peak,
+        after,
+        cold_s,
+        warm_s,
+        fetch_peak,
+        crashed,
+        clean,
+    )
+    print(result.row(), file=sys.stderr)
+    return result
 
 
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gib", type=float, nargs="+", default=[1.0, 2.0])
     ap.add_argument("--fsync", choices=("always", "interval", "never"), default=None)
+    ap.add_argument("--partitions", type=int, default=1)
     args = ap.parse_args()
-    print(
-        "| data | produce MB/s | fetch cold MB/s | fetch warm MB/s | RSS while producing: "
-        "max sampled / VmHWM / after (MiB) | VmHWM after fetches (MiB) | clean restart: "
-        "time, RSS, batches read | kill -9 restart: time, RSS, batches read |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"    {h.command_line()}\n\n{SIZE_HEADER}")
     for gib in args.gib:
-        for row in await one_size(gib, args.fsync):
-            print(row)
+        print((await one_size(gib, args.fsync, args.partitions)).row())
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    h.uvloop_run(main())

@@ -28,6 +28,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -215,6 +216,16 @@ class Pipeline(asyncio.Protocol):
                 self.done.set_result(None)
 
 
+class Target(Protocol):
+    """A broker to drive: its Kafka port and its process id (for its CPU time)."""
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def pid(self) -> int: ...
+
+
 @dataclass
 class Phase:
     elapsed: float
@@ -224,7 +235,11 @@ class Phase:
 
 
 async def run_phase(
-    broker: h.BrokerProcess, per_conn: list[list[bytes]], count: int, window: int
+    broker: Target,
+    per_conn: list[list[bytes]],
+    count: int,
+    window: int,
+    timeout: float | None = 120,
 ) -> Phase:
     port = broker.port
     loop = asyncio.get_running_loop()
@@ -239,7 +254,7 @@ async def run_phase(
     t0 = time.perf_counter()
     for p in pipes:
         p.go()
-    await asyncio.wait_for(asyncio.gather(*(p.done for p in pipes)), timeout=120)
+    await asyncio.wait_for(asyncio.gather(*(p.done for p in pipes)), timeout)
     elapsed = time.perf_counter() - t0
     client = time.process_time() - c0
     busy = h.cpu_seconds(broker.pid) - b0
