@@ -76,6 +76,7 @@ class PeerRound:
     cold_mbs: float | None  # None: no files (in memory)
     warm_mbs: float
     fetch_cpu: float  # over the warm fetch
+    fetch_client_cpu: float
     rss_after: int  # VmRSS after producing
     peak: int  # VmHWM at the end
     records: int  # fetched (= produced, or the run fails)
@@ -91,8 +92,8 @@ async def peer_round(target: str, args: argparse.Namespace, tmp: Path, rnd: int)
     elif target == IN_MEMORY:
         broker = h.BrokerProcess("kgroupd")
     else:
-        data_dir = tmp / f"round{rnd}"
         fsync = target.rsplit(" ", 1)[1]
+        data_dir = tmp / f"round{rnd}-{fsync}"
         broker = h.BrokerProcess("kgroupd", extra=["--data-dir", str(data_dir), "--fsync", fsync])
     try:
         broker.start()
@@ -105,9 +106,10 @@ async def peer_round(target: str, args: argparse.Namespace, tmp: Path, rnd: int)
             seg.drop_cache(data_dir / "topics")
             took, _, _ = await seg.fetch_partitions(broker.port, per, parts)
             cold = data / took
-        cpu0 = h.cpu_seconds(broker.pid)
+        cpu0, client0 = h.cpu_seconds(broker.pid), time.process_time()
         took, _, records = await seg.fetch_partitions(broker.port, per, parts)
         fetch_cpu = (h.cpu_seconds(broker.pid) - cpu0) / took
+        fetch_client_cpu = (time.process_time() - client0) / took
         peak = seg.rss(broker.pid, "VmHWM")
         broker.stop()
         broker.cleanup_log()
@@ -122,6 +124,7 @@ async def peer_round(target: str, args: argparse.Namespace, tmp: Path, rnd: int)
         cold,
         data / took,
         fetch_cpu,
+        fetch_client_cpu,
         rss_after,
         peak,
         records,
@@ -147,7 +150,8 @@ async def run_peers(args: argparse.Namespace, targets: list[str]) -> dict[str, l
                 print(
                     f"  round {rnd + 1} {target}: produce {r.produce_mbs:.1f} MB/s "
                     f"(broker {r.produce_cpu:.0%}, client {r.client_cpu:.0%}), "
-                    f"fetch {cold}warm {r.warm_mbs:.0f} MB/s, "
+                    f"fetch {cold}warm {r.warm_mbs:.0f} MB/s (broker {r.fetch_cpu:.0%}, "
+                    f"client {r.fetch_client_cpu:.0%}), "
                     f"RSS {r.rss_after / MiB:.0f} MiB (peak {r.peak / MiB:.0f}), "
                     f"{r.records:,} records",
                     file=sys.stderr,
@@ -165,7 +169,7 @@ def peers_table(args: argparse.Namespace, results: dict[str, list[PeerRound]]) -
         "order rotated, a fresh broker each; medians (min-max).",
         "",
         "| target | produce MB/s (broker / client CPU) | fetch cold MB/s "
-        "| fetch warm MB/s (broker CPU) | RSS after produce / peak (MiB) "
+        "| fetch warm MB/s (broker / client CPU) | RSS after produce / peak (MiB) "
         "| records fetched = produced |",
         "|---|---|---|---|---|---|",
     ]
@@ -184,7 +188,8 @@ def peers_table(args: argparse.Namespace, results: dict[str, list[PeerRound]]) -
             f"({h.median([r.produce_cpu for r in rounds]):.0%} / "
             f"{h.median([r.client_cpu for r in rounds]):.0%}) | {cold} | "
             f"{spread([r.warm_mbs for r in rounds], '{:.0f}')} "
-            f"({h.median([r.fetch_cpu for r in rounds]):.0%}) | "
+            f"({h.median([r.fetch_cpu for r in rounds]):.0%} / "
+            f"{h.median([r.fetch_client_cpu for r in rounds]):.0%}) | "
             f"{h.median([r.rss_after for r in rounds]) / MiB:.0f} / "
             f"{max(r.peak for r in rounds) / MiB:.0f} | "
             f"{n:,} in each of {len(rounds)} round(s) |"

@@ -56,7 +56,7 @@ TOPIC = "bench"
 WINDOW = 256  # produce requests in flight per connection
 FETCH_BYTES = 8 * MiB  # a Fetch's max_bytes and partition_max_bytes
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+_BATCH_HEAD = struct.Struct(">qi")  # a batch's base offset and length (after these 12 bytes)
 
 
 def template(partition: int = 0) -> tuple[bytearray, int, int, int]:
@@ -124,8 +124,9 @@ async def fetch_all(port: int, end: int, partition: int = 0) -> tuple[int, int]:
     offset = 0
     got = 0
     records = 0
-    async with await WireClient.connect(port) as wire:
-        wire.timeout = 60
+    # a read buffer of a whole response, so the transport is not paused every 64 KiB
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2 * FETCH_BYTES)
+    async with WireClient(reader, writer, timeout=60) as wire:
         while offset < end:
             # max_wait_ms 500 (min_bytes 1): the data is there, so no broker waits; Tansu
             # answers max_wait_ms 0 with no topics at all
@@ -147,8 +148,8 @@ async def fetch_all(port: int, end: int, partition: int = 0) -> tuple[int, int]:
             data = part["records"] or b""
             pos = 0
             while pos + 61 <= len(data):  # whole batches only (a broker may cut the last)
-                base = _I64.unpack_from(data, pos)[0]
-                size = _I32.unpack_from(data, pos + 8)[0] + 12
+                base, size = _BATCH_HEAD.unpack_from(data, pos)
+                size += 12
                 if pos + size > len(data):
                     break
                 if base != offset:
