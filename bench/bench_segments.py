@@ -55,6 +55,7 @@ MiB = 1024**2
 TOPIC = "bench"
 WINDOW = 256  # produce requests in flight per connection
 FETCH_BYTES = 8 * MiB  # a Fetch's max_bytes and partition_max_bytes
+_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _BATCH_HEAD = struct.Struct(">qi")  # a batch's base offset and length (after these 12 bytes)
 
@@ -118,59 +119,168 @@ async def produce(target: bt.Target, per: int, partitions: int, window: int = WI
     return phase
 
 
-async def fetch_all(port: int, end: int, partition: int = 0) -> tuple[int, int]:
-    """Fetch one partition from offset 0 to ``end``: (record-batch bytes, records). Fails
-    unless the batches come at consecutive offsets with ``end`` records in all."""
-    offset = 0
-    got = 0
-    records = 0
-    # a read buffer of a whole response, so the transport is not paused every 64 KiB
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=2 * FETCH_BYTES)
-    async with WireClient(reader, writer, timeout=60) as wire:
-        while offset < end:
-            # max_wait_ms 500 (min_bytes 1): the data is there, so no broker waits; Tansu
-            # answers max_wait_ms 0 with no topics at all
-            req = fetch_request(
-                TOPIC,
-                partition,
-                offset,
-                max_wait_ms=500,
-                max_bytes=FETCH_BYTES,
-                partition_max_bytes=FETCH_BYTES,
-            )
-            resp = await wire.request(1, 11, req)
-            parts = [p for t in resp["responses"] for p in t["partitions"]]
-            if len(parts) != 1:
-                raise RuntimeError(f"partition {partition} at {offset}: answered {resp}")
-            part = parts[0]
-            if part["error_code"] != 0:
-                raise RuntimeError(f"partition {partition} at {offset}: {part['error_code']}")
-            data = part["records"] or b""
-            pos = 0
-            while pos + 61 <= len(data):  # whole batches only (a broker may cut the last)
-                base, size = _BATCH_HEAD.unpack_from(data, pos)
-                size += 12
-                if pos + size > len(data):
-                    break
-                if base != offset:
-                    raise RuntimeError(f"partition {partition}: batch at {base}, expected {offset}")
-                count = _I32.unpack_from(data, pos + 57)[0]
-                offset = base + count
+class _Responses(asyncio.BufferedProtocol):
+    """One connection with one request in flight: the kernel reads each response straight
+    into one buffer (no StreamReader copies), where it is checked in place."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(2 * FETCH_BYTES + MiB)  # Tansu may pass max_bytes by a batch
+        self.have = 0
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.have == len(self.buf):
+            raise RuntimeError(f"a response over {len(self.buf)} bytes")
+        return memoryview(self.buf)[self.have :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.have += nbytes
+        if self.waiter is not None and not self.waiter.done() and self.complete():
+            self.waiter.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError(f"connection lost: {exc}"))
+
+    def complete(self) -> bool:
+        return self.have >= 4 and self.have >= 4 + _I32.unpack_from(self.buf, 0)[0]
+
+    async def request(self, frame: bytes) -> int:
+        """Send ``frame``, wait for the whole answer: its size (it is ``buf[4:4 + size]``)."""
+        assert self.transport is not None
+        self.have = 0
+        self.transport.write(frame)
+        if not self.complete():
+            self.waiter = asyncio.get_running_loop().create_future()
+            await asyncio.wait_for(self.waiter, 60)
+        size: int = _I32.unpack_from(self.buf, 0)[0]
+        if self.have != 4 + size:
+            raise RuntimeError(f"{self.have - 4 - size} bytes after a response")
+        return size
+
+
+_FETCH_HEAD = struct.Struct(">iihii")  # correlation id, throttle, error, session, topics
+_PARTITION_HEAD = struct.Struct(">iihqqqi")  # partitions, index, error, 3 offsets, aborted
+_ROWS: dict[int, struct.Struct] = {}
+
+
+def records_span(buf: bytearray, size: int) -> tuple[int, int]:
+    """Where the record batches of a one-partition Fetch v11 response (``buf[4:4 + size]``)
+    are; fails on an error code or another layout."""
+    _corr, _throttle, error, _session, topics = _FETCH_HEAD.unpack_from(buf, 4)
+    if error or topics != 1:
+        raise RuntimeError(f"Fetch answered error {error}, {topics} topics")
+    pos = 22 + 2 + _I16.unpack_from(buf, 22)[0]
+    parts, _index, error, _hw, _lso, _start, aborted = _PARTITION_HEAD.unpack_from(buf, pos)
+    if error or parts != 1:
+        raise RuntimeError(f"Fetch answered error {error}, {parts} partitions")
+    pos += _PARTITION_HEAD.size + 16 * max(aborted, 0) + 4  # preferred_read_replica
+    length = max(_I32.unpack_from(buf, pos)[0], 0)
+    if pos + 4 + length != 4 + size:
+        raise RuntimeError("not the Fetch v11 layout this client reads")
+    return pos + 4, pos + 4 + length
+
+
+def walk_batches(buf: bytearray, start: int, stop: int, offset: int) -> tuple[int, int, int]:
+    """The whole batches in ``buf[start:stop]`` (a broker may cut the last one), which must
+    follow each other from ``offset``: (next offset, their bytes, their records). Batches
+    of the first one's size are read by ``struct.iter_unpack``; the rest one by one."""
+    pos, records = start, 0
+    if stop - start >= 61:
+        length = _BATCH_HEAD.unpack_from(buf, start)[1]
+        size = length + 12
+        rows = _ROWS.get(size) if size >= 61 else None
+        if rows is None and size >= 61:
+            rows = _ROWS[size] = struct.Struct(f">qi45xi{size - 61}x")
+        if rows is not None:
+            whole = (stop - start) // size
+            for base, got, count in rows.iter_unpack(memoryview(buf)[start : start + whole * size]):
+                if got != length or base != offset:
+                    break  # read one by one from here
+                offset += count
                 records += count
-                got += size
                 pos += size
-            if not pos:
-                raise RuntimeError(f"partition {partition}: no whole batch at offset {offset}")
+    while pos + 61 <= stop:
+        base, length = _BATCH_HEAD.unpack_from(buf, pos)
+        if pos + length + 12 > stop:
+            break
+        if base != offset:
+            raise RuntimeError(f"a batch at offset {base}, expected {offset}")
+        count = _I32.unpack_from(buf, pos + 57)[0]
+        offset = base + count
+        records += count
+        pos += length + 12
+    return offset, pos - start, records
+
+
+async def fetch_one(
+    conn: _Responses, partition: int, offset: int, max_bytes: int = FETCH_BYTES
+) -> tuple[int, int]:
+    """One Fetch v11 (max_wait_ms 500, min_bytes 1: the data is there, so no broker waits;
+    Tansu answers max_wait_ms 0 with no topics at all): where its records are in
+    ``conn.buf``."""
+    body = fetch_request(
+        TOPIC,
+        partition,
+        offset,
+        max_wait_ms=500,
+        max_bytes=max_bytes,
+        partition_max_bytes=max_bytes,
+    )
+    size = await conn.request(encode_request(1, 11, offset, body))
+    try:
+        return records_span(conn.buf, size)
+    except RuntimeError as exc:
+        answer = h.decode_response(1, 11, bytes(conn.buf[4 : 4 + size]))
+        raise RuntimeError(f"partition {partition} at {offset}: {exc}: {answer}") from None
+
+
+async def check_layout(conn: _Responses, partition: int) -> None:
+    """``records_span`` finds the same records as the protocol module's decoder."""
+    start, stop = await fetch_one(conn, partition, 0, 64 * 1024)
+    size = _I32.unpack_from(conn.buf, 0)[0]
+    answer = h.decode_response(1, 11, bytes(conn.buf[4 : 4 + size]))
+    want = answer["responses"][0]["partitions"][0]["records"] or b""
+    if not want or conn.buf[start:stop] != want:
+        raise RuntimeError(f"records_span read another layout: {answer}")
+
+
+async def fetch_all(conn: _Responses, end: int, partition: int = 0) -> tuple[int, int]:
+    """Fetch one partition from offset 0 to ``end`` over ``conn``: (record-batch bytes,
+    records). Fails unless the batches come at consecutive offsets with ``end`` records in
+    all."""
+    offset = got = records = 0
+    while offset < end:
+        start, stop = await fetch_one(conn, partition, offset)
+        offset, batch_bytes, count = walk_batches(conn.buf, start, stop, offset)
+        if not batch_bytes:
+            raise RuntimeError(f"partition {partition}: no whole batch at offset {offset}")
+        got += batch_bytes
+        records += count
     if records != end:
         raise RuntimeError(f"partition {partition}: fetched {records} records, produced {end}")
     return got, records
 
 
 async def fetch_partitions(port: int, per: int, partitions: int) -> tuple[float, int, int]:
-    """Every partition at once, one connection each: (seconds, bytes, records)."""
-    t0 = time.perf_counter()
-    done = await asyncio.gather(*(fetch_all(port, per, p) for p in range(partitions)))
-    took = time.perf_counter() - t0
+    """Every partition at once, one connection each (opened, and ``check_layout`` run on
+    each, before the clock starts): (seconds, bytes, records)."""
+    loop = asyncio.get_running_loop()
+    conns: list[tuple[asyncio.BaseTransport, _Responses]] = []
+    try:
+        for p in range(partitions):
+            conns.append(await loop.create_connection(_Responses, "127.0.0.1", port))
+            await check_layout(conns[-1][1], p)
+        t0 = time.perf_counter()
+        done = await asyncio.gather(*(fetch_all(c, per, p) for p, (_, c) in enumerate(conns)))
+        took = time.perf_counter() - t0
+    finally:
+        for transport, _ in conns:
+            transport.close()
     return took, sum(d[0] for d in done), sum(d[1] for d in done)
 
 
