@@ -95,6 +95,7 @@ async def peer_round(target: str, args: argparse.Namespace, tmp: Path, rnd: int)
         fsync = target.rsplit(" ", 1)[1]
         data_dir = tmp / f"round{rnd}-{fsync}"
         broker = h.BrokerProcess("kgroupd", extra=["--data-dir", str(data_dir), "--fsync", fsync])
+    failed = False
     try:
         broker.start()
         h.create_topic(broker.port, seg.TOPIC, parts)
@@ -111,10 +112,14 @@ async def peer_round(target: str, args: argparse.Namespace, tmp: Path, rnd: int)
         fetch_cpu = (h.cpu_seconds(broker.pid) - cpu0) / took
         fetch_client_cpu = (time.process_time() - client0) / took
         peak = seg.rss(broker.pid, "VmHWM")
-        broker.stop()
-        broker.cleanup_log()
+    except Exception:
+        print(f"  {target} failed; its log: {broker.log_path}", file=sys.stderr)
+        failed = True
+        raise
     finally:
-        broker.stop()  # a no-op when stopped above; the log stays for a failed round
+        broker.stop()
+        if not failed:  # done or interrupted
+            broker.cleanup_log()
         if data_dir is not None:
             shutil.rmtree(data_dir, ignore_errors=True)
     return PeerRound(
