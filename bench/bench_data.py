@@ -170,7 +170,8 @@ def peers_table(args: argparse.Namespace, results: dict[str, list[PeerRound]]) -
     out = [
         f"Workload: {n:,} batches of {seg.BATCH_LEN:,} bytes ({n * seg.BATCH_LEN / 1e6:,.0f} MB, "
         f"{args.peer_gib:g} GiB) over {args.peer_partitions} partition(s), {args.window} in flight "
-        f"per connection, Fetch v11 of {seg.FETCH_BYTES // MiB} MiB; {args.rounds} round(s), "
+        f"per connection, Fetch v11 of {seg.FETCH_BYTES // MiB} MiB (max_wait_ms 500); "
+        f"{args.rounds} round(s), "
         "order rotated, a fresh broker each; medians (min-max).",
         "",
         "| target | produce MB/s (broker / client CPU) | fetch cold MB/s "
