@@ -105,12 +105,8 @@ async def peer_round(target: str, args: argparse.Namespace, tmp: Path, rnd: int)
         cold: float | None = None
         if data_dir is not None:
             seg.drop_cache(data_dir / "topics")
-            took, _, _ = await seg.fetch_partitions(broker.port, per, parts)
-            cold = data / took
-        cpu0, client0 = h.cpu_seconds(broker.pid), time.process_time()
-        took, _, records = await seg.fetch_partitions(broker.port, per, parts)
-        fetch_cpu = (h.cpu_seconds(broker.pid) - cpu0) / took
-        fetch_client_cpu = (time.process_time() - client0) / took
+            cold = data / (await seg.fetch_partitions(broker.port, per, parts)).seconds
+        warm = await seg.fetch_partitions(broker.port, per, parts, broker.pid)
         peak = seg.rss(broker.pid, "VmHWM")
     except Exception:
         print(f"  {target} failed; its log: {broker.log_path}", file=sys.stderr)
@@ -127,12 +123,12 @@ async def peer_round(target: str, args: argparse.Namespace, tmp: Path, rnd: int)
         phase.broker_cpu,
         phase.client_cpu,
         cold,
-        data / took,
-        fetch_cpu,
-        fetch_client_cpu,
+        data / warm.seconds,
+        warm.broker_cpu,
+        warm.client_cpu,
         rss_after,
         peak,
-        records,
+        warm.records,
     )
 
 

@@ -266,22 +266,37 @@ async def fetch_all(conn: _Responses, end: int, partition: int = 0) -> tuple[int
     return got, records
 
 
-async def fetch_partitions(port: int, per: int, partitions: int) -> tuple[float, int, int]:
+@dataclass
+class Fetched:
+    seconds: float
+    bytes: int  # record-batch bytes
+    records: int
+    broker_cpu: float  # share of one core over ``seconds`` (0 without a pid)
+    client_cpu: float  # the same for this process
+
+
+async def fetch_partitions(port: int, per: int, partitions: int, pid: int = 0) -> Fetched:
     """Every partition at once, one connection each (opened, and ``check_layout`` run on
-    each, before the clock starts): (seconds, bytes, records)."""
+    each, before the clock starts); ``pid``: the broker's, for its CPU time."""
     loop = asyncio.get_running_loop()
     conns: list[tuple[asyncio.BaseTransport, _Responses]] = []
     try:
         for p in range(partitions):
             conns.append(await loop.create_connection(_Responses, "127.0.0.1", port))
             await check_layout(conns[-1][1], p)
+        broker0 = h.cpu_seconds(pid) if pid else 0.0
+        client0 = time.process_time()
         t0 = time.perf_counter()
         done = await asyncio.gather(*(fetch_all(c, per, p) for p, (_, c) in enumerate(conns)))
         took = time.perf_counter() - t0
+        client = time.process_time() - client0
+        broker = h.cpu_seconds(pid) - broker0 if pid else 0.0
     finally:
         for transport, _ in conns:
             transport.close()
-    return took, sum(d[0] for d in done), sum(d[1] for d in done)
+    return Fetched(
+        took, sum(d[0] for d in done), sum(d[1] for d in done), broker / took, client / took
+    )
 
 
 def drop_cache(directory: Path) -> None:
@@ -420,8 +435,8 @@ async def one_size(gib: float, fsync: str | None, partitions: int = 1) -> SizeRe
             peak, after = rss(target.pid, "VmHWM"), rss(target.pid)
             print(f"  produced in {phase.elapsed:.1f} s; fetching", file=sys.stderr)
             drop_cache(data_dir / "topics")
-            cold_s = (await fetch_partitions(target.port, per, partitions))[0]
-            warm_s = (await fetch_partitions(target.port, per, partitions))[0]
+            cold_s = (await fetch_partitions(target.port, per, partitions)).seconds
+            warm_s = (await fetch_partitions(target.port, per, partitions)).seconds
             fetch_peak = rss(target.pid, "VmHWM")
             await broker.kill()
             crashed = await timed_start(broker)
