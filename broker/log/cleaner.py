@@ -209,6 +209,14 @@ class LogCleaner:
         if cleaning.removed_markers:
             gone = set(cleaning.removed_markers)
             plog.txn.aborted = [a for a in plog.txn.aborted if a.last_offset not in gone]
+        for base, why in cleaning.offsets.expander.failed.items():
+            log.warning(
+                "compressed_batch_kept_whole",
+                topic=plog.topic,
+                partition=plog.partition,
+                base_offset=base,
+                reason=why,
+            )
         plog.cleaned_to = end
         plog.next_horizon = cleaning.next_horizon
         if plog.store is not None:
