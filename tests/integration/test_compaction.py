@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crc32c import crc32c
 
 from broker.log.partition import PartitionLog, now_ms
 from broker.server import KafkaServer
@@ -232,6 +233,24 @@ async def test_keyless_records_are_refused_by_a_compacted_topic(server: KafkaSer
         good = build_batch([(0, b"k", b"v", now)])
         ok = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, good)))
         assert ok["error_code"] == 0 and ok["base_offset"] == 0
+        # compressed batches are read for it too (Kafka's LogValidator decompresses them)
+        from tests.support.kafka_wire import build_batch as aiokafka_batch
+
+        for codec in (1, 2, 3, 4):
+            packed = aiokafka_batch(
+                [(b"k", b"v", [], now), (None, b"v", [], now)], compression=codec
+            )
+            resp = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, packed)))
+            assert resp["error_code"] == 87, (codec, resp)
+            packed = aiokafka_batch([(b"k", b"v", [], now)], compression=codec)
+            resp = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, packed)))
+            assert resp["error_code"] == 0, (codec, resp)
+        # one that does not decompress: CORRUPT_MESSAGE (Kafka's CorruptRecordException)
+        bad = bytearray(aiokafka_batch([(b"k", b"v" * 100, [], now)], compression=4))
+        bad[70:80] = b"\xff" * 10
+        bad[17:21] = crc32c(memoryview(bad)[21:]).to_bytes(4, "big")
+        resp = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, bytes(bad))))
+        assert resp["error_code"] == 2, resp
 
 
 def _with_null_key(now: int) -> bytes:
