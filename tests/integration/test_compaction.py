@@ -427,6 +427,70 @@ async def test_kill_9_while_cleaning_loses_nothing(tmp_path: Path) -> None:
         await broker.stop()
 
 
+async def test_kill_9_while_merging_segments_loses_nothing(tmp_path: Path) -> None:
+    """segment.bytes raised after the log was written (72 full segments of 32 KiB): the next
+    pass cleans them into one (Kafka's grouping), and a broker killed while it writes that
+    segment comes back with every key's latest value in the old segments; a clean pass then
+    leaves one closed segment."""
+    data = tmp_path / "data"
+    part_dir = data / "topics" / f"{TOPIC}-0"
+
+    def logs() -> list[Path]:
+        return sorted(part_dir.glob("*.log"))
+
+    async with broker_process(data) as broker:
+        await broker.start("--log-cleaner-enable", "false")
+        async with await WireClient.connect(broker.port) as wire:
+            await create_topic(wire, TOPIC, 1, CONFIGS)
+            await produce_all(broker.port, update_batches())
+            alter = {
+                "resources": [
+                    {
+                        "resource_type": 2,
+                        "resource_name": TOPIC,
+                        "configs": [
+                            {"name": "segment.bytes", "config_operation": 0, "value": "8000000"}
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            }
+            (res,) = (await wire.request(44, 0, alter))["responses"]
+            assert res["error_code"] == 0, res
+        await broker.stop()
+        before = logs()
+        assert len(before) > 50
+
+        slow = ("--log-cleaner-backoff-ms", "50", "--log-cleaner-io-max-bytes-per-second")
+        await broker.start(*slow, "2000000")
+        deadline = time.monotonic() + 30
+        while not list(part_dir.glob("*.log.cleaned")):
+            assert time.monotonic() < deadline, "the cleaner never wrote a .cleaned file"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # well into the group's segment
+        assert not broker.find("log_cleaned", broker.run_start)  # still cleaning
+        await broker.kill()
+        (cut,) = part_dir.glob("*.log.cleaned")  # what the crash left: one group's segment
+        assert cut.name == before[0].name + ".cleaned"
+
+        await broker.start("--log-cleaner-enable", "false")
+        assert logs() == before
+        assert not [p for p in part_dir.iterdir() if p.suffix in (".cleaned", ".swap")]
+        assert latest_of(await read_log(broker.port)) == expected()
+        await broker.stop()
+
+        await broker.start("--log-cleaner-backoff-ms", "50")
+        await broker.wait_for_event("log_cleaned", timeout=30)
+        check_latest(await read_log(broker.port), tombstones=True)
+        await broker.stop()
+        (event,) = broker.find("log_cleaned", broker.run_start)
+        assert event["segments_rewritten"] == len(before) - 1
+        assert len(logs()) == 2  # the merged one, and the active segment
+        assert sorted(p.name for p in part_dir.iterdir() if ".log" in p.name) == [
+            p.name for p in logs()
+        ]
+
+
 # --- topic configs --------------------------------------------------------------------------
 def test_compaction_configs_through_create_alter_and_describe() -> None:
     from confluent_kafka import KafkaException
