@@ -11,10 +11,10 @@ what a pass keeps.
 
 The cleanable range starts at the log start and ends before the first of: the active
 segment, the last stable offset (an open transaction's records are never cleaned), a record
-newer than ``min.compaction.lag.ms``. Under --data-dir the range is whole closed segment files
-(``broker.storage.segment_cleaner``). In memory there are no files: the newest batches that
-fit in ``segment.bytes`` (at least the newest batch) are the active segment, everything older
-is closed; ``min.compaction.lag.ms`` is checked per batch.
+newer than ``min.compaction.lag.ms``. Under --data-dir the range is whole closed segment
+files, merged as Kafka groups them (``broker.storage.segment_cleaner``). In memory there are
+no files: the newest batches that fit in ``segment.bytes`` (at least the newest batch) are the
+active segment, everything older is closed; ``min.compaction.lag.ms`` is checked per batch.
 
 Reading, compacting and writing run on the cleaner's own thread (at most
 ``--log-cleaner-io-max-bytes-per-second`` read plus written); putting the result in place runs
@@ -237,6 +237,7 @@ class LogCleaner:
             batches_removed=cleaning.batches_removed,
             markers_removed=len(cleaning.removed_markers),
             segments_rewritten=swapped,
+            segments=None if plog.store is None else len(plog.store.segments),  # type: ignore[attr-defined]
             seconds=round(elapsed, 3),
         )
 
