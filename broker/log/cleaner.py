@@ -36,6 +36,7 @@ from broker.log.compaction import AbortedRanges, Cleaning, OffsetMap, Throttle
 from broker.log.partition import PartitionLog, StoredBatch, now_ms
 
 if TYPE_CHECKING:
+    from broker.log.producers import ProducerStateManager
     from broker.log.topics import Topic, TopicManager
 
 log = structlog.get_logger("kgroupd.cleaner")
@@ -66,8 +67,10 @@ class LogCleaner:
         backoff_ms: int,
         io_max_bytes_per_second: int | None,
         dedupe_buffer_size: int = 128 * 1024 * 1024,
+        producers: ProducerStateManager | None = None,
     ) -> None:
         self.topics = topics
+        self.producers = producers
         self.backoff_s = backoff_ms / 1000
         self.io_rate = io_max_bytes_per_second
         self.map_limit = dedupe_buffer_size
@@ -155,6 +158,7 @@ class LogCleaner:
         plog = c.plog
         aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in plog.txn.aborted]
         retention = int(c.topic.config("delete.retention.ms"))
+        retain = self._last_batches(plog)
         started = loop.time()
         if plog.store is not None:
             from broker.storage import segment_cleaner as sc
@@ -171,6 +175,7 @@ class LogCleaner:
                     retention,
                     throttle,
                     self.map_limit,
+                    retain,
                 )
             except OSError:
                 if not self._still_there(c):
@@ -197,6 +202,7 @@ class LogCleaner:
                 retention,
                 throttle,
                 self.map_limit,
+                retain,
             )
             old = old[:k]
             end = old[-1].last_offset + 1
@@ -241,6 +247,13 @@ class LogCleaner:
             seconds=round(elapsed, 3),
         )
 
+    def _last_batches(self, plog: PartitionLog) -> frozenset[int]:
+        """The base offsets of each idempotent producer's last batch in ``plog``."""
+        if self.producers is None:
+            return frozenset()
+        entries = self.producers.entries(plog.topic, plog.partition)
+        return frozenset(seqs[-1][2] for _pid, _epoch, seqs in entries if seqs)
+
     def _still_there(self, c: Candidate) -> bool:
         topic = self.topics.get(c.topic.name)
         return topic is c.topic and c.plog in topic.partitions
@@ -273,6 +286,7 @@ def _clean_memory(
     retention: int,
     throttle: Throttle,
     map_limit: int = 1 << 62,
+    retain: frozenset[int] = frozenset(),
 ) -> tuple[list[StoredBatch], Cleaning, int]:
     """The cleaner's thread: ``old`` compacted (unchanged batches are the same objects),
     with a key map of the dirty batches (from ``cleaned_to``) as far as ``map_limit`` allows
@@ -288,7 +302,7 @@ def _clean_memory(
             break
         throttle.take(len(b.data))
         offsets.add(b.data)
-    cleaning = Cleaning(offsets, now, retention)
+    cleaning = Cleaning(offsets, now, retention, retain)
     new: list[StoredBatch] = []
     for b in old[:count]:
         throttle.take(len(b.data))

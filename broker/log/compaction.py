@@ -42,6 +42,7 @@ from protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
     InvalidBatch,
@@ -261,6 +262,10 @@ class Cleaning:
     offsets: OffsetMap
     now_ms: int
     delete_retention_ms: int
+    # base offsets of the batches that are an idempotent producer's last in the partition:
+    # kept, emptied of records, when all their records go (Kafka's BatchRetention.RETAIN_EMPTY:
+    # the producer's last sequence and epoch stay in the log)
+    retain: frozenset[int] = frozenset()
     # producer id -> whether records of its current transaction were kept
     txn_kept: dict[int, bool] = field(default_factory=dict)
     removed_markers: list[int] = field(default_factory=list)  # offsets of markers removed
@@ -298,6 +303,11 @@ class Cleaning:
             self.records_removed += header.record_count
             self.batches_removed += 1
             return None
+        if header.record_count == 0:  # kept empty by an earlier pass
+            if self._retained(header):
+                return batch
+            self.batches_removed += 1
+            return None
         if attributes & COMPRESSION_MASK:
             got = self.offsets.expander.expand(batch, header)
             if got is None:
@@ -323,6 +333,8 @@ class Cleaning:
             kept.append(r)
         self.records_removed += len(found) - len(kept)
         if not kept:
+            if self._retained(header):
+                return _empty(data)
             self.batches_removed += 1
             return None
         if transactional:
@@ -334,6 +346,16 @@ class Cleaning:
         if tombstones and not has_horizon:
             return self._rewrite(data, header.base_timestamp, kept)
         return _encode(data, kept, header.base_timestamp, attributes)
+
+    def _retained(self, header: BatchHeader) -> bool:
+        """Whether the batch is kept, empty, for its producer (Kafka also keeps transactional
+        ones; kgroupd keeps only idempotent, non-transactional batches: its transaction index
+        would take an empty transactional batch whose marker went for an open transaction)."""
+        return (
+            header.producer_id >= 0
+            and not header.attributes & TRANSACTIONAL_BIT
+            and header.base_offset in self.retain
+        )
 
     def _rewrite(self, data: bytes, base_ts: int, kept: list[Record]) -> bytes:
         """``kept`` with the delete horizon set: now + delete.retention.ms."""
@@ -365,6 +387,21 @@ def _encode(data: bytes, kept: list[Record], base_ts: int, attributes: int) -> b
     f[12] = len(kept)
     out = bytearray(_HEADER.pack(*f))
     out += body
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+def _empty(data: bytes) -> bytes:
+    """The batch's header with no records, as Kafka's DefaultRecordBatch.writeEmptyHeader:
+    base offset, last offset delta, producer id, epoch and base sequence kept; uncompressed;
+    both timestamps the max timestamp."""
+    f = list(_HEADER.unpack_from(data, 0))
+    f[1] = HEADER_SIZE - 12
+    f[4] = 0
+    f[5] &= TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT
+    f[7] = f[8]
+    f[12] = 0
+    out = bytearray(_HEADER.pack(*f))
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
     return bytes(out)
 

@@ -128,6 +128,7 @@ def clean_range(
     delete_retention_ms: int,
     throttle: Throttle,
     map_limit: int = 1 << 62,
+    retain: frozenset[int] = frozenset(),
 ) -> tuple[list[Cleaned], Cleaning, int]:
     """Step 1 (the cleaner's thread): the ``.cleaned`` files of the segments that change.
     The key map is built from the dirty segments only, as far as ``map_limit`` allows (at
@@ -147,7 +148,7 @@ def clean_range(
                 throttle.take(len(view))
         finally:
             os.close(fd)
-    cleaning = Cleaning(offsets, now_ms, delete_retention_ms)
+    cleaning = Cleaning(offsets, now_ms, delete_retention_ms, retain)
     out: list[Cleaned] = []
     for group in groups(segments, work.max_bytes):
         new = _clean_group(group, cleaning, aborted, throttle)

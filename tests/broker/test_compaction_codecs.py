@@ -216,3 +216,42 @@ def test_codecs_read_what_clients_write_and_write_what_they_read(size: int) -> N
     for codec, blobs in theirs.items():
         for blob in blobs:
             assert codecs.decompress(codec, blob, size) == data
+
+
+@pytest.mark.parametrize("codec", [0, *CODECS.values()], ids=["none", *CODECS])
+def test_an_idempotent_producers_last_batch_is_kept_empty(codec: int) -> None:
+    """As Kafka's BatchRetention.RETAIN_EMPTY: the last batch of each idempotent producer
+    stays, emptied of its records, so its last sequence and epoch stay in the log."""
+    earlier = batch(0, [(0, b"a", b"1"), (1, b"b", b"1")], codec, pid=9, seq=0)
+    last = batch(2, [(0, b"a", b"2"), (1, b"b", b"2")], codec, pid=9, seq=2)
+    newer = batch(4, [(0, b"a", b"3"), (1, b"b", b"3")], 0)
+    offsets = OffsetMap(AbortedRanges())
+    for b in (earlier, last, newer):
+        offsets.add(b)
+    cleaning = Cleaning(offsets, NOW, 1000, retain=frozenset({0, 2}))
+    out = [cleaning.clean(b) for b in (earlier, last, newer)]
+    assert out[0] is not None and out[1] is not None and out[2] is newer
+    for kept, old in zip(out[:2], (earlier, last), strict=True):
+        h, o = parse_header(kept), parse_header(old)
+        assert len(kept) == HEADER_SIZE and h.record_count == 0
+        assert h.attributes & COMPRESSION_MASK == 0  # written uncompressed, as Kafka
+        assert (h.base_offset, h.last_offset_delta) == (o.base_offset, 1)
+        assert (h.producer_id, h.producer_epoch, h.base_sequence) == (9, 3, o.base_sequence)
+        assert h.base_timestamp == h.max_timestamp == o.max_timestamp
+        check_crc(bytes(kept), 0, h)
+        assert list(iter_records(bytes(kept))) == []
+    assert cleaning.batches_removed == 0 and cleaning.records_removed == 4
+    # a later pass keeps the empty batch as it is while it is still the producer's last...
+    empty = bytes(out[1] or b"")
+    offsets = OffsetMap(AbortedRanges())
+    again = Cleaning(offsets, NOW, 1000, retain=frozenset({2}))
+    assert again.clean(empty) is empty
+    # ...and removes it once the producer wrote another
+    assert Cleaning(offsets, NOW, 1000, retain=frozenset({9})).clean(empty) is None
+    # without the producer (retain empty) the batches go, as do transactional ones
+    assert Cleaning(offsets, NOW, 1000).clean(empty) is None
+    txn = batch(2, [(0, b"a", b"2")], codec, pid=9, seq=2, transactional=1)
+    offsets = OffsetMap(AbortedRanges())
+    for b in (txn, newer):
+        offsets.add(b)
+    assert Cleaning(offsets, NOW, 1000, retain=frozenset({2})).clean(txn) is None
