@@ -16,7 +16,8 @@ and its base timestamp to now + ``delete.retention.ms`` (record timestamp deltas
 so every record keeps its timestamp); a later pass after that time removes them. A kept
 record keeps its offset, its batch its base offset and last offset delta (and producer id,
 epoch, base sequence, max timestamp), so offsets have gaps where records went; a batch left
-empty goes.
+empty goes, unless it is an idempotent producer's last (``Cleaning.retain``): then its header
+alone stays, as Kafka's RETAIN_EMPTY keeps the producer's sequence in the log.
 
 A compressed batch is read as Kafka's cleaner reads it (``broker.log.codecs``, at most
 ``EXPANDED_LIMIT`` bytes decompressed): its records are mapped and compacted as any other's,
