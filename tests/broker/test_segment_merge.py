@@ -140,7 +140,7 @@ async def merge(data: Path, steps: int | None) -> tuple[list[str], int]:
             cleaner.close()
 
 
-async def check(data: Path, merged: bool | None = None) -> None:
+async def check(data: Path, merged: bool | None = None, read_back: bool = True) -> None:
     """Start-up on ``data``: no leftover file; every key's latest update at its offset, and
     nothing a cleaner could not have kept; the closed segments one (merged) or as before."""
     now = now_ms()
@@ -155,6 +155,9 @@ async def check(data: Path, merged: bool | None = None) -> None:
         assert logs == [x.path.name for x in segments]
         if merged is not None:
             assert (len(segments) == 2) is merged, logs
+        if not read_back:  # every index file taken as it is (the merged one's too)
+            assert s.broker.topics.store is not None
+            assert s.broker.topics.store.batches_read == 0
     got = {k: (o, v) for o, k, v in records if k != b"~roll"}
     assert got == latest(now)
     everything = {(o, k, v) for k, (o, v) in latest(now).items()}
@@ -167,7 +170,7 @@ async def check(data: Path, merged: bool | None = None) -> None:
 async def test_a_group_of_segments_is_cleaned_into_one(tmp_path: Path) -> None:
     _, closed = await merge(tmp_path, None)
     assert closed == 4
-    await check(tmp_path, merged=True)
+    await check(tmp_path, merged=True, read_back=False)
 
 
 async def test_a_swap_of_segments_cut_short_at_any_step_loses_nothing(tmp_path: Path) -> None:
