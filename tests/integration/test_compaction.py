@@ -203,7 +203,8 @@ async def test_the_cleaner_keeps_the_latest_of_each_key_at_its_offset(
             segments = plog.store.segments  # type: ignore[attr-defined]
             files = sorted(p.name for p in plog.store.directory.iterdir())  # type: ignore[attr-defined]
             assert [f for f in files if f.endswith(".log")] == [s.path.name for s in segments]
-            assert len(segments) <= 4, files
+            # (greedy groups: any two next to each other hold more than segment.bytes)
+            assert len(segments) <= 6, files
             assert not [f for f in files if f.endswith((".cleaned", ".swap", ".deleted"))]
             # a pass that changes nothing writes nothing (groups of one segment, unchanged):
             # once no more segments can be merged, passes leave the files as they are
