@@ -136,6 +136,7 @@ class KafkaServer:
                 c.log_cleaner_backoff_ms,
                 c.log_cleaner_io_max_bytes_per_second,
                 c.log_cleaner_dedupe_buffer_size,
+                broker.producers,
             )
             self._cleaning = asyncio.create_task(self.cleaner.run())
         for listener, port, (ahost, aport) in self.bound:

@@ -31,7 +31,8 @@ from broker.storage.segment import (
     boundary_holds,
     read_index,
 )
-from broker.storage.segment_cleaner import COMPACTED, load_progress, remove_leftovers
+from broker.storage.segment_cleaner import COMPACTED, load_progress
+from broker.storage.segment_cleaner import recover as recover_cleaning
 from protocol.records import (
     HEADER_SIZE,
     TRANSACTIONAL_BIT,
@@ -76,7 +77,7 @@ class LoadState:
 
 
 def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> LoadState:
-    remove_leftovers(store.directory)
+    recover_cleaning(store.directory)  # a cleaner's pass cut short
     gaps = (store.directory / COMPACTED).exists()  # cleaned segments have offset gaps
     files = sorted(store.directory.glob("*.log"))
     for orphan in store.directory.glob("*.idx"):
