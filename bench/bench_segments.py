@@ -14,6 +14,11 @@ every segment file, so the page cache starts empty), then warm. Then a start aft
 (right after the fetches) and one after a clean stop, timed from spawn to the ``listening``
 line, with the RSS 1 s after and the ``batches_read`` the start-up logged. MB/s counts
 record-batch bytes (10**6 bytes/s).
+
+``--stall``: while each fetch runs, a second connection (a bystander, as a consumer's
+heartbeats or commits) sends ApiVersions back to back; the table gets its answers' median,
+99th percentile and largest round trip during the cold and the warm fetch (how long a read of the files
+holds the event loop).
 """
 
 from __future__ import annotations
@@ -89,6 +94,39 @@ async def produce(port: int, n: int, window: int = 256) -> int:
     return batch_len
 
 
+async def bystander(port: int, stop: asyncio.Event) -> list[float]:
+    """ApiVersions round trips (seconds), back to back until ``stop``."""
+    out = []
+    async with await WireClient.connect(port) as wire:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await wire.request(18, 0, {})
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+async def fetch_watched(port: int, end: int, watch: bool) -> tuple[int, float, list[float]]:
+    """``fetch_all`` (bytes, seconds), with the bystander's round trips if ``watch``."""
+    stop = asyncio.Event()
+    pinger = asyncio.create_task(bystander(port, stop)) if watch else None
+    if pinger is not None:
+        await asyncio.sleep(0.2)  # connected and answering before the fetch starts
+    t0 = time.perf_counter()
+    got = await fetch_all(port, end)
+    took = time.perf_counter() - t0
+    stop.set()
+    rtts = await pinger if pinger is not None else []
+    return got, took, rtts
+
+
+def stall(rtts: list[float]) -> str:
+    if not rtts:
+        return "-"
+    ordered = sorted(rtts)
+    median, p99 = ordered[len(ordered) // 2], ordered[len(ordered) * 99 // 100]
+    return f"{median * 1e3:.2f} / {p99 * 1e3:.1f} / {ordered[-1] * 1e3:.1f}"
+
+
 async def fetch_all(port: int, end: int) -> int:
     offset = 0
     got = 0
@@ -129,7 +167,7 @@ async def timed_start(broker: BrokerProcess) -> tuple[float, int, int]:
     return took, rss(broker.proc.pid), int(event["batches_read"])
 
 
-async def one_size(gib: float, fsync: str | None) -> list[str]:
+async def one_size(gib: float, fsync: str | None, watch: bool = False) -> list[str]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-seg-") as tmp:
         args = ("--fsync", fsync) if fsync else ()
@@ -161,12 +199,10 @@ async def one_size(gib: float, fsync: str | None) -> list[str]:
             peak = rss(pid, "VmHWM")
             after = rss(pid)
             drop_cache(Path(tmp) / "data" / "topics")
-            t0 = time.perf_counter()
-            assert await fetch_all(broker.port, n) == data
-            cold_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            assert await fetch_all(broker.port, n) == data
-            warm_s = time.perf_counter() - t0
+            got, cold_s, cold_rtts = await fetch_watched(broker.port, n, watch)
+            assert got == data
+            got, warm_s, warm_rtts = await fetch_watched(broker.port, n, watch)
+            assert got == data
             fetch_peak = rss(pid, "VmHWM")
             await broker.kill()
             crashed = await timed_start(broker)
@@ -182,6 +218,7 @@ async def one_size(gib: float, fsync: str | None) -> list[str]:
             f"{max(samples) / MiB:.0f} / {peak / MiB:.0f} / {after / MiB:.0f} | "
             f"{fetch_peak / MiB:.0f} | {clean[0]:.2f} s, {clean[1] / MiB:.0f} MiB, "
             f"{clean[2]} | {crashed[0]:.2f} s, {crashed[1] / MiB:.0f} MiB, {crashed[2]} |"
+            + (f" {stall(cold_rtts)} | {stall(warm_rtts)} |" if watch else "")
         )
         print(rows[-1], file=sys.stderr)
     return rows
@@ -191,15 +228,25 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gib", type=float, nargs="+", default=[1.0, 2.0])
     ap.add_argument("--fsync", choices=("always", "interval", "never"), default=None)
+    ap.add_argument(
+        "--stall",
+        action="store_true",
+        help="a bystander connection's ApiVersions round trips during the fetches",
+    )
     args = ap.parse_args()
+    extra = (
+        " bystander ApiVersions during cold fetch: median / p99 / max (ms) | during warm fetch |"
+        if args.stall
+        else ""
+    )
     print(
         "| data | produce MB/s | fetch cold MB/s | fetch warm MB/s | RSS while producing: "
         "max sampled / VmHWM / after (MiB) | VmHWM after fetches (MiB) | clean restart: "
-        "time, RSS, batches read | kill -9 restart: time, RSS, batches read |"
+        "time, RSS, batches read | kill -9 restart: time, RSS, batches read |" + extra
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.stall else ""))
     for gib in args.gib:
-        for row in await one_size(gib, args.fsync):
+        for row in await one_size(gib, args.fsync, args.stall):
             print(row)
 
 

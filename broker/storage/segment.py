@@ -1,8 +1,9 @@
 """One segment file of a partition: its sparse index, its reads, and its index file.
 
-The index is Kafka's offset and time index in one: an entry per ``INDEX_INTERVAL_BYTES``
-(``index.interval.bytes``, 4096) of log, each ``(offset - base offset, byte position, the
-largest timestamp of the batches before it)``, in three compact arrays (16 bytes an entry).
+The index is Kafka's offset and time index in one: an entry per ``interval`` bytes of log
+(the topic's ``index.interval.bytes``, 4096 by default), each ``(offset - base offset, byte
+position, the largest timestamp of the batches before it)``, in three compact arrays (16
+bytes an entry; ``index.interval.bytes`` 0: an entry per batch).
 A read looks up the last entry at or below the offset it wants and walks batch headers from
 there (at most about one interval); a timestamp lookup does the same with the timestamps.
 
@@ -18,6 +19,7 @@ a missing, damaged or stale one is rebuilt by reading the segment.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 import sys
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crc32c import crc32c
+
+from broker.log.partition import ReadWouldBlock
 
 INDEX_INTERVAL_BYTES = 4096  # Kafka: index.interval.bytes
 READ_CAP = 4 * 1024 * 1024  # bytes one partition's read takes from a file, inline (pread)
@@ -42,12 +46,34 @@ _ONGOING = struct.Struct(">qq")
 _PRODUCER = struct.Struct(">qhB")
 _SEQ = struct.Struct(">iiq")
 _NATIVE = 0 if sys.byteorder == "little" else 1
+_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)  # Linux 4.14+
 
 # (producer id, epoch, [(first sequence, last sequence, base offset), ...] oldest first)
 ProducerEntry = tuple[int, int, list[tuple[int, int, int]]]
 
 
-def peek(data: bytes | memoryview, at: int) -> tuple[int, int, int, int, int]:
+def _pread(fd: int, n: int, pos: int, nowait: bool) -> bytes | bytearray:
+    """``os.pread``; with ``nowait`` only from the page cache (``RWF_NOWAIT``): a read that
+    would wait for the disk raises ``ReadWouldBlock`` instead."""
+    if not nowait:
+        return os.pread(fd, n, pos)
+    if _NOWAIT is None:
+        raise ReadWouldBlock
+    buf = bytearray(n)
+    try:
+        got = os.preadv(fd, [buf], pos, _NOWAIT)
+    except BlockingIOError:
+        raise ReadWouldBlock from None
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # a file system without it
+            raise ReadWouldBlock from None
+        raise
+    if got < n:  # partly in the page cache
+        raise ReadWouldBlock
+    return buf
+
+
+def peek(data: bytes | bytearray | memoryview, at: int) -> tuple[int, int, int, int, int]:
     """(base offset, batch length, last offset, max timestamp, crc) of the batch at ``at``."""
     base, length, _epoch, _magic, crc, _attrs, delta, _first, max_ts = _PEEK.unpack_from(data, at)
     return base, length + 12, base + delta, max_ts, crc
@@ -64,6 +90,7 @@ class Segment:
     last_batch_pos: int = -1
     last_batch_crc: int = 0
     since_index: int = 0
+    interval: int = INDEX_INTERVAL_BYTES  # the topic's index.interval.bytes
     rel: array[int] = field(default_factory=lambda: array("i"))
     pos: array[int] = field(default_factory=lambda: array("i"))
     ts: array[int] = field(default_factory=lambda: array("q"))
@@ -76,7 +103,7 @@ class Segment:
         self, position: int, length: int, base: int, last: int, max_ts: int, crc: int
     ) -> None:
         """A batch written (or found at start-up) at ``position``: index it."""
-        if self.since_index >= INDEX_INTERVAL_BYTES:
+        if self.since_index >= self.interval:
             self.rel.append(base - self.base_offset)
             self.pos.append(position)
             self.ts.append(self.max_ts)
@@ -103,18 +130,29 @@ class Segment:
 
     # --- reads --------------------------------------------------------------------------------
     def read(
-        self, fd: int, offset: int, max_bytes: int, at_least_one: bool, below: int | None
+        self,
+        fd: int,
+        offset: int,
+        max_bytes: int,
+        at_least_one: bool,
+        below: int | None,
+        start: int,
+        end: int,
+        nowait: bool = False,
     ) -> tuple[list[memoryview], int, bool]:
         """Whole batches from the one holding ``offset``, as ``PartitionLog.read_chunks``
-        (at most ``READ_CAP`` bytes unless one batch is larger). Returns the batches, their
-        size and whether the segment ended before any limit did."""
+        (at most ``READ_CAP`` bytes unless one batch is larger), walking from byte ``start``
+        (``lookup``) up to ``end`` (the size when the read was planned: this runs on a
+        reader thread while the event loop appends). Returns the batches, their size and
+        whether the segment ended before any limit did. ``nowait``: only what the page cache
+        holds, else ``ReadWouldBlock``."""
         max_bytes = min(max_bytes, READ_CAP)
         parts: list[memoryview] = []
         total = 0
-        pos = self.lookup(offset)
-        want = max_bytes + 2 * INDEX_INTERVAL_BYTES
-        while pos < self.size:
-            data = os.pread(fd, min(max(want, PEEK_SIZE), self.size - pos), pos)
+        pos = start
+        want = max_bytes + 2 * min(self.interval, _WINDOW)
+        while pos < end:
+            data = _pread(fd, min(max(want, PEEK_SIZE), end - pos), pos, nowait)
             if not data:
                 break
             view = memoryview(data)
