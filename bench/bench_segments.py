@@ -17,8 +17,8 @@ record-batch bytes (10**6 bytes/s).
 
 ``--stall``: while each fetch runs, a second connection (a bystander, as a consumer's
 heartbeats or commits) sends ApiVersions back to back; the table gets its answers' median,
-99th percentile and largest round trip during the cold and the warm fetch (how long a read of the files
-holds the event loop).
+99th percentile and largest round trip during the cold and the warm fetch (how long a read
+of the files holds the event loop).
 """
 
 from __future__ import annotations

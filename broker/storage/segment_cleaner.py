@@ -120,7 +120,7 @@ def _clean_segment(
     seg: Segment, cleaning: Cleaning, aborted: list[tuple[int, int, int]], throttle: Throttle
 ) -> Segment | None:
     tmp = _cleaned(seg.path)
-    new = Segment(seg.base_offset, seg.path)
+    new = Segment(seg.base_offset, seg.path, interval=seg.interval)
     changed = done = False
     unchanged = 0  # bytes of the segment up to its first batch that changes: copied as they are
     fd = os.open(seg.path, os.O_RDONLY)

@@ -32,7 +32,13 @@ from broker.log.partition import ReadWouldBlock
 from broker.storage.entries import StorageError
 from broker.storage.fileio import fsync_dir, write_all
 from broker.storage.fsync import FsyncWorker
-from broker.storage.segment import READ_CAP, ProducerEntry, Segment, peek
+from broker.storage.segment import (
+    INDEX_INTERVAL_BYTES,
+    READ_CAP,
+    ProducerEntry,
+    Segment,
+    peek,
+)
 from broker.storage.segment_recovery import load_partition
 
 if TYPE_CHECKING:
@@ -137,6 +143,7 @@ class PartitionStore:
     directory: Path
     worker: FsyncWorker
     segment_bytes: int
+    index_interval: int = INDEX_INTERVAL_BYTES  # index.interval.bytes of new segments
     read_fds: ReadFds = field(default_factory=ReadFds)
     segments: list[Segment] = field(default_factory=list)
     bases: list[int] = field(default_factory=list)
@@ -178,7 +185,7 @@ class PartitionStore:
             self.worker.retire(self.fd)  # fsynced (before any waiter is answered), then closed
         path = self.directory / f"{base_offset:020d}.log"
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.segments.append(Segment(base_offset, path))
+        self.segments.append(Segment(base_offset, path, interval=self.index_interval))
         self.bases.append(base_offset)
         # The new name is durable once the directory is, before any answer that waits for a
         # batch in this segment.
@@ -373,12 +380,16 @@ class TopicStore:
         os.replace(tmp, path)
         fsync_dir(self.root)
 
-    def attach(self, plog: PartitionLog, segment_bytes: int) -> PartitionStore:
+    def attach(
+        self, plog: PartitionLog, segment_bytes: int, index_interval: int = INDEX_INTERVAL_BYTES
+    ) -> PartitionStore:
         directory = self.dir / f"{plog.topic}-{plog.partition}"
         if not directory.exists():
             directory.mkdir(parents=True)
             self.worker.dirty_dir(self.dir)  # with the first segment's directory fsync
-        store = PartitionStore(directory, self.worker, segment_bytes, self.read_fds, log=plog)
+        store = PartitionStore(
+            directory, self.worker, segment_bytes, index_interval, self.read_fds, log=plog
+        )
         topic, partition = plog.topic, plog.partition
 
         def producers_of() -> list[ProducerEntry]:
@@ -394,6 +405,12 @@ class TopicStore:
         for (topic, _), store in self.partitions.items():
             if topic == name:
                 store.segment_bytes = segment_bytes
+
+    def set_index_interval(self, name: str, index_interval: int) -> None:
+        """An altered index.interval.bytes: each partition's next segment follows it."""
+        for (topic, _), store in self.partitions.items():
+            if topic == name:
+                store.index_interval = index_interval
 
     def drop_topic(self, name: str, partitions: int) -> None:
         for p in range(partitions):
@@ -418,8 +435,9 @@ class TopicStore:
                 name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
             )
             segment_bytes = int(topic.config("segment.bytes"))
+            index_interval = int(topic.config("index.interval.bytes"))
             for plog in topic.partitions:
-                store = self.attach(plog, segment_bytes)
+                store = self.attach(plog, segment_bytes, index_interval)
                 loaded = load_partition(plog, store, self.recover)
                 self.batches_read += loaded.batches_read
                 self.bytes_read += loaded.bytes_read
