@@ -37,6 +37,9 @@ READ_CAP = 4 * 1024 * 1024  # bytes one partition's read takes from a file, inli
 _PEEK = struct.Struct(">qiibIhiqq")  # a batch header up to its max timestamp
 PEEK_SIZE = _PEEK.size
 _WINDOW = 1024 * 1024
+_SEEK = 64 * 1024  # a read's first look for the batch holding its offset
+_BASE_LENGTH = struct.Struct(">qi")
+_NO_LIMIT = 1 << 63
 
 _MAGIC = b"KGIX"
 _VERSION = 1
@@ -143,40 +146,57 @@ class Segment:
         """Whole batches from the one holding ``offset``, as ``PartitionLog.read_chunks``
         (at most ``READ_CAP`` bytes unless one batch is larger), walking from byte ``start``
         (``lookup``) up to ``end`` (the size when the read was planned: this runs on a
-        reader thread while the event loop appends). Returns the batches, their size and
-        whether the segment ended before any limit did. ``nowait``: only what the page cache
-        holds, else ``ReadWouldBlock``."""
+        reader thread while the event loop appends). Returns them as at most two views (the
+        last batch on its own: read_committed reads its header), their size and whether the
+        segment ended before any limit did. ``nowait``: only what the page cache holds,
+        else ``ReadWouldBlock``."""
         max_bytes = min(max_bytes, READ_CAP)
-        parts: list[memoryview] = []
-        total = 0
+        limit = _NO_LIMIT if below is None else below
+        # the batch holding ``offset``: about an index interval from ``start``
         pos = start
-        want = max_bytes + 2 * min(self.interval, _WINDOW)
-        while pos < end:
-            data = _pread(fd, min(max(want, PEEK_SIZE), end - pos), pos, nowait)
-            if not data:
-                break
-            view = memoryview(data)
-            n = len(data)
+        while True:
+            if end - pos < PEEK_SIZE:
+                return [], 0, True
+            head = _pread(fd, min(_SEEK, end - pos), pos, nowait)
+            if len(head) < PEEK_SIZE:  # the file is shorter than it was
+                return [], 0, True
             at = 0
-            while n - at >= PEEK_SIZE:
-                base, length, last, _ts, _crc = peek(data, at)
-                if last < offset:
-                    at += length
-                    continue
-                if below is not None and base >= below:
-                    return parts, total, False
-                if total + length > max_bytes and (parts or not at_least_one):
-                    return parts, total, False
-                if at + length > n:
-                    want = max(length, max_bytes - total)
+            while len(head) - at >= PEEK_SIZE:
+                base, length, last, _ts, _crc = peek(head, at)
+                if last >= offset:
                     break
-                parts.append(view[at : at + length])
-                total += length
                 at += length
+            else:
+                pos += at
+                continue
             pos += at
-            if at == 0 and n >= PEEK_SIZE and want <= n:  # cannot happen: no progress
+            break
+        if base >= limit:
+            return [], 0, False
+        if length > max_bytes and not at_least_one:
+            return [], 0, False
+        # from there, whole batches up to the limits (only their offsets and sizes read)
+        data = _pread(fd, min(max(max_bytes, length), end - pos), pos, nowait)
+        n = len(data)
+        unpack = _BASE_LENGTH.unpack_from
+        at = last_at = 0
+        ended = True
+        while n - at >= 12:
+            base, length = unpack(data, at)
+            length += 12
+            if at and (base >= limit or at + length > max_bytes):
+                ended = False
                 break
-        return parts, total, True
+            if at + length > n:
+                ended = pos + at >= end
+                break
+            last_at = at
+            at += length
+        if not at:
+            return [], 0, ended
+        view = memoryview(data)
+        parts = [view[:last_at], view[last_at:at]] if last_at else [view[:at]]
+        return parts, at, ended and pos + at >= end
 
     def batches_from(self, fd: int, pos: int) -> Iterator[tuple[int, int, int, memoryview]]:
         """(base offset, last offset, max timestamp, batch) of every batch from ``pos``."""
