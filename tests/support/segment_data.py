@@ -35,9 +35,10 @@ _I64 = struct.Struct(">q")
 _MARKER = b"\xab" * 8
 
 
-def template() -> tuple[bytearray, int]:
-    """One batch and where in it its value starts (patched per batch, CRC redone)."""
-    batch = bytearray(build_batch([(None, _MARKER + b"v" * (VALUE - 8), [])]))
+def template(value: int = VALUE) -> tuple[bytearray, int]:
+    """One batch (of one record with a ``value``-byte value) and where in it its value
+    starts (patched per batch, CRC redone)."""
+    batch = bytearray(build_batch([(None, _MARKER + b"v" * (value - 8), [])]))
     return batch, batch.index(_MARKER)
 
 
@@ -93,8 +94,9 @@ class ProduceFrames:
     partitions of ``topic`` (batch ``i`` to partition ``i % partitions``), from one template
     frame: each frame patches the values (their batch's index in its partition) and CRCs."""
 
-    def __init__(self, topic: str, partitions: int) -> None:
-        batch, at = template()
+    def __init__(self, topic: str, partitions: int, value: int = VALUE) -> None:
+        batch, at = template(value)
+        self.batch_size = len(batch)
         body = {
             "transactional_id": None,
             "acks": 1,
@@ -125,19 +127,24 @@ class ProduceFrames:
         digits = b"%08d" % index
         for start in self.starts:
             frame[start + self.value_at : start + self.value_at + 8] = digits
-            struct.pack_into(
-                ">I", frame, start + 17, crc32c(bytes(frame[start + 21 : start + BATCH]))
-            )
+            end = start + self.batch_size
+            struct.pack_into(">I", frame, start + 17, crc32c(bytes(frame[start + 21 : end])))
         _I32.pack_into(frame, self.corr_at, corr)
         return bytes(frame)
 
 
 async def produce_many(
-    port: int, topic: str, partitions: int, per_partition: int, window: int = 64
+    port: int,
+    topic: str,
+    partitions: int,
+    per_partition: int,
+    value: int = VALUE,
+    window: int = 64,
 ) -> None:
     """``per_partition`` batches to each of ``partitions`` partitions, one batch to each
-    partition a request, ``window`` requests in flight; every answer must be NONE."""
-    frames = ProduceFrames(topic, partitions)
+    partition a request, ``window`` requests in flight; every answer must be NONE and give
+    the offsets in order."""
+    frames = ProduceFrames(topic, partitions, value)
     async with await WireClient.connect(port) as wire:
         sent = answered = 0
         while answered < per_partition:
@@ -192,6 +199,8 @@ async def walk(
                 base = _I64.unpack_from(data, pos)[0]
                 length = _I32.unpack_from(data, pos + 8)[0] + 12
                 records = _I32.unpack_from(data, pos + 57)[0]
+                if base >= end:
+                    break
                 if base >= offset:  # the first batch may start before the offset asked
                     assert base == offset, (base, offset)
                     assert records == 1, (base, records)
