@@ -156,12 +156,25 @@ async def produce_many(
                 wire.writer.write(b"".join(burst))
                 await wire.writer.drain()
             for _ in range(min(sent - answered, window // 2) if sent < per_partition else 1):
-                frame = await wire.read_frame()
-                _corr, body = decode_response(0, 8, frame)
-                for part in body["responses"][0]["partition_responses"]:
-                    assert part["error_code"] == 0, part
-                    assert part["base_offset"] == answered, (part, answered)
+                check_produce_answer(await wire.read_frame(), topic, partitions, answered)
                 answered += 1
+
+
+_PART_ANSWER = struct.Struct(">ihqqqih")  # Produce v8: a partition's answer, no record errors
+
+
+def check_produce_answer(frame: bytes, topic: str, partitions: int, offset: int) -> None:
+    """A Produce v8 answer (read by hand: cheaper than decoding a million of them) to request
+    ``offset`` of ``produce_many``: every partition NONE at base offset ``offset``."""
+    name = topic.encode()
+    head = struct.pack(">iih", offset, 1, len(name)) + name + struct.pack(">i", partitions)
+    assert frame.startswith(head), (frame[: len(head)], head)
+    at = len(head)
+    for p in range(partitions):
+        index, code, base, _append, _start, errors, message = _PART_ANSWER.unpack_from(frame, at)
+        assert (index, code, base, errors, message) == (p, 0, offset, 0, -1), (p, code, base)
+        at += _PART_ANSWER.size
+    assert len(frame) == at + 4  # throttle time
 
 
 async def read_all(port: int, topic: str, start: int, end: int, value_at: int) -> int:
