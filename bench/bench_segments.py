@@ -9,8 +9,9 @@ v8 frames (acks=1, one batch of one 1,000-byte record, 1,069 bytes a batch) with
 flight; each frame is made from one encoded template by patching the value (the record's
 index), the CRC-32C and the correlation id, so the client does little per batch. RSS
 (VmRSS) is sampled every 0.5 s; the peak is VmHWM. Then the whole log is fetched from offset
-0 (Fetch v11, 8 MiB a request, one connection): first cold (``posix_fadvise(DONTNEED)`` on
-every segment file, so the page cache starts empty), then warm. Then a start after a kill -9
+0 (Fetch v11, 8 MiB a request unless ``--fetch-bytes``, one connection): first cold
+(``posix_fadvise(DONTNEED)`` on every segment file, so the page cache starts empty), then
+warm; ``--rounds N``: N cold and warm pairs, the median of each shown. Then a start after a kill -9
 (right after the fetches) and one after a clean stop, timed from spawn to the ``listening``
 line, with the RSS 1 s after and the ``batches_read`` the start-up logged. MB/s counts
 record-batch bytes (10**6 bytes/s).
@@ -105,6 +106,9 @@ async def bystander(port: int, stop: asyncio.Event) -> list[float]:
     return out
 
 
+FETCH_BYTES = 8 * MiB  # a fetch's max bytes and partition max bytes (--fetch-bytes)
+
+
 async def fetch_watched(port: int, end: int, watch: bool) -> tuple[int, float, list[float]]:
     """``fetch_all`` (bytes, seconds), with the bystander's round trips if ``watch``."""
     stop = asyncio.Event()
@@ -132,7 +136,9 @@ async def fetch_all(port: int, end: int) -> int:
     got = 0
     async with await WireClient.connect(port) as wire:
         while offset < end:
-            req = fetch_request(TOPIC, 0, offset, max_bytes=8 * MiB, partition_max_bytes=8 * MiB)
+            req = fetch_request(
+                TOPIC, 0, offset, max_bytes=FETCH_BYTES, partition_max_bytes=FETCH_BYTES
+            )
             resp = await wire.request(1, 11, req)
             ((part,),) = [t["partitions"] for t in resp["responses"]]
             assert part["error_code"] == 0, part
@@ -167,7 +173,32 @@ async def timed_start(broker: BrokerProcess) -> tuple[float, int, int]:
     return took, rss(broker.proc.pid), int(event["batches_read"])
 
 
-async def one_size(gib: float, fsync: str | None, watch: bool = False) -> list[str]:
+Round = tuple[float, list[float]]
+
+
+async def fetches(
+    port: int, n: int, data_dir: Path, watch: bool, rounds: int
+) -> tuple[int, Round, Round]:
+    """Cold then warm fetches of the whole log, ``rounds`` times: the median round of each
+    by time, as (seconds, bystander round trips)."""
+    cold: list[Round] = []
+    warm: list[Round] = []
+    got = 0
+    for _ in range(rounds):
+        drop_cache(data_dir)
+        got, took, rtts = await fetch_watched(port, n, watch)
+        cold.append((took, rtts))
+        got2, took2, rtts2 = await fetch_watched(port, n, watch)
+        warm.append((took2, rtts2))
+        assert got == got2
+    cold.sort(key=lambda r: r[0])
+    warm.sort(key=lambda r: r[0])
+    return got, cold[len(cold) // 2], warm[len(warm) // 2]
+
+
+async def one_size(
+    gib: float, fsync: str | None, watch: bool = False, rounds: int = 1
+) -> list[str]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-seg-") as tmp:
         args = ("--fsync", fsync) if fsync else ()
@@ -198,10 +229,10 @@ async def one_size(gib: float, fsync: str | None, watch: bool = False) -> list[s
             data = n * batch_len
             peak = rss(pid, "VmHWM")
             after = rss(pid)
-            drop_cache(Path(tmp) / "data" / "topics")
-            got, cold_s, cold_rtts = await fetch_watched(broker.port, n, watch)
-            assert got == data
-            got, warm_s, warm_rtts = await fetch_watched(broker.port, n, watch)
+            topics = Path(tmp) / "data" / "topics"
+            got, (cold_s, cold_rtts), (warm_s, warm_rtts) = await fetches(
+                broker.port, n, topics, watch, rounds
+            )
             assert got == data
             fetch_peak = rss(pid, "VmHWM")
             await broker.kill()
@@ -233,7 +264,15 @@ async def main() -> None:
         action="store_true",
         help="a bystander connection's ApiVersions round trips during the fetches",
     )
+    ap.add_argument(
+        "--fetch-bytes", type=int, default=8 * MiB, help="a fetch's (partition) max bytes"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="cold and warm fetches, each the median of N"
+    )
     args = ap.parse_args()
+    global FETCH_BYTES
+    FETCH_BYTES = args.fetch_bytes
     extra = (
         " bystander ApiVersions during cold fetch: median / p99 / max (ms) | during warm fetch |"
         if args.stall
@@ -246,7 +285,7 @@ async def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.stall else ""))
     for gib in args.gib:
-        for row in await one_size(gib, args.fsync, args.stall):
+        for row in await one_size(gib, args.fsync, args.stall, args.rounds):
             print(row)
 
 
