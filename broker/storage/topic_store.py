@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import json
 import os
 import shutil
@@ -73,6 +74,7 @@ class ReadFds:
         self._pins: dict[int, int] = {}  # fd -> reads in flight on the reader threads
         self._doomed: set[int] = set()  # closed at their last unpin
         self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
 
     def get(self, seg: Segment) -> int:
         fd = self._fds.get(seg)
@@ -107,33 +109,42 @@ class ReadFds:
         start: int,
         end: int,
     ) -> tuple[list[memoryview], int, bool]:
-        """``seg.read`` on a reader thread."""
+        """``seg.read`` on a reader thread (its descriptor pinned until the thread is done
+        with it, even when the fetch waiting for it is cancelled meanwhile)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="segment-read")
+        loop = asyncio.get_running_loop()
         fd = self.get(seg)
         self._pins[fd] = self._pins.get(fd, 0) + 1
-        try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._pool, seg.read, fd, offset, max_bytes, at_least_one, below, start, end
-            )
-        finally:
-            left = self._pins.pop(fd) - 1
-            if left:
-                self._pins[fd] = left
-            elif fd in self._doomed:
-                self._doomed.discard(fd)
-                os.close(fd)
+        done = self._pool.submit(seg.read, fd, offset, max_bytes, at_least_one, below, start, end)
+        done.add_done_callback(lambda _: _on_loop(loop, self._unpin, fd))
+        return await asyncio.wrap_future(done)
+
+    def _unpin(self, fd: int) -> None:
+        if self._closed:
+            return
+        left = self._pins.pop(fd) - 1
+        if left:
+            self._pins[fd] = left
+        elif fd in self._doomed:
+            self._doomed.discard(fd)
+            os.close(fd)
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        self._closed = True
         while self._fds:
             os.close(self._fds.popitem()[1])
         for fd in self._doomed:
             os.close(fd)
         self._doomed.clear()
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[int], None], arg: int) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (stopping)
+        loop.call_soon_threadsafe(call, arg)
 
 
 @dataclass
