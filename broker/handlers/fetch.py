@@ -9,8 +9,12 @@ fields: cluster id, diverging epoch, current leader, snapshot id, all at their d
 v13 names topics by id (an unknown id: UNKNOWN_TOPIC_ID); v15-v18 add fields for replicas
 (replica state, directory id, high watermark) that a consumer leaves at their defaults.
 Long polling: a fetch that has fewer than min_bytes waits up to max_wait_ms, woken by any
-produce to its partitions. Whole batches are returned; the first batch found is returned even
-when it is larger than the limits, so large batches always make progress.
+produce to its partitions. Under --data-dir a partition's read of the segment files that the
+page cache cannot answer at once (or a large one) is made on a reader thread
+(``ReadWouldBlock``): the partitions are still read one after the other in request order, so
+the answer is the one the loop would have made. Whole batches are returned; the first batch
+found is returned even when it is larger than the limits, so large batches always make
+progress.
 """
 
 from __future__ import annotations
