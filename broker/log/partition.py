@@ -268,11 +268,13 @@ class PartitionLog:
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         self.txn.trim(self.log_start_offset)
 
-    def batch_at_timestamp(self, timestamp: int) -> StoredBatch | None:
-        """The first batch whose max timestamp reaches ``timestamp``."""
+    def batch_at_timestamp(self, timestamp: int, start: int | None = None) -> StoredBatch | None:
+        """The first batch whose max timestamp reaches ``timestamp``, among those holding an
+        offset at or after ``start`` (default: the log start offset)."""
+        start = self.log_start_offset if start is None else max(start, self.log_start_offset)
         if self.store is not None:
-            return self.store.batch_at_timestamp(timestamp, self.log_start_offset)
-        for i in range(self.find(self.log_start_offset), len(self.batches)):
+            return self.store.batch_at_timestamp(timestamp, start)
+        for i in range(self.find(start), len(self.batches)):
             b = self.batches[i]
             if b.max_timestamp >= timestamp:
                 return b

@@ -220,3 +220,34 @@ async def test_offsets_for_times_from_the_time_index_of_the_files(tmp_path: Path
         await check(b.port, CREATE, created, "rebuilt")
         await check(b.port, APPEND, appended, "rebuilt")
         await b.stop()
+
+
+async def test_a_log_start_inside_a_batch_finds_the_next_record_that_qualifies(
+    tmp_path: Path,
+) -> None:
+    """Kafka's search goes on past a batch whose only records reaching the target are below
+    the log start (moved inside it by DeleteRecords): never an offset below the start."""
+    base = int(time.time() * 1000) - 60_000
+    async with broker_process(tmp_path / "data", args=("--log-cache-bytes", "0")) as b:
+        await b.start()
+        async with await WireClient.connect(b.port) as wire:
+            await create_topic(wire, CREATE, 1, {})
+            for stamps in ([base + 100, base + 50, base + 50], [base + 60], [base + 200]):
+                batch = build_batch([(None, b"v", [], ts) for ts in stamps])
+                resp = await wire.request(0, 8, produce_request(CREATE, 0, batch))
+                assert only_partition(resp)["error_code"] == 0
+            delete = {
+                "topics": [{"name": CREATE, "partitions": [{"partition_index": 0, "offset": 1}]}],
+                "timeout_ms": 10_000,
+            }
+            resp = await wire.request(21, 2, delete)
+            assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+        # offsets 1, 2 (50), 3 (60), 4 (200) are left
+        answers = await wire_answers(b.port, CREATE, [base + 55, base + 100, base + 50, base])
+        assert answers == {
+            base + 55: (3, base + 60),
+            base + 100: (4, base + 200),
+            base + 50: (1, base + 50),
+            base: (1, base + 50),
+        }
+        await b.stop()
