@@ -9,11 +9,17 @@ v8 frames (acks=1, one batch of one 1,000-byte record, 1,069 bytes a batch) with
 flight; each frame is made from one encoded template by patching the value (the record's
 index), the CRC-32C and the correlation id, so the client does little per batch. RSS
 (VmRSS) is sampled every 0.5 s; the peak is VmHWM. Then the whole log is fetched from offset
-0 (Fetch v11, 8 MiB a request, one connection): first cold (``posix_fadvise(DONTNEED)`` on
-every segment file, so the page cache starts empty), then warm. Then a start after a kill -9
+0 (Fetch v11, 8 MiB a request unless ``--fetch-bytes``, one connection): first cold
+(``posix_fadvise(DONTNEED)`` on every segment file, so the page cache starts empty), then
+warm; ``--rounds N``: N cold and warm pairs, the median of each shown. Then a start after a kill -9
 (right after the fetches) and one after a clean stop, timed from spawn to the ``listening``
 line, with the RSS 1 s after and the ``batches_read`` the start-up logged. MB/s counts
 record-batch bytes (10**6 bytes/s).
+
+``--stall``: while each fetch runs, a second connection (a bystander, as a consumer's
+heartbeats or commits) sends ApiVersions back to back; the table gets its answers' median,
+99th percentile and largest round trip during the cold and the warm fetch (how long a read
+of the files holds the event loop).
 """
 
 from __future__ import annotations
@@ -89,12 +95,50 @@ async def produce(port: int, n: int, window: int = 256) -> int:
     return batch_len
 
 
+async def bystander(port: int, stop: asyncio.Event) -> list[float]:
+    """ApiVersions round trips (seconds), back to back until ``stop``."""
+    out = []
+    async with await WireClient.connect(port) as wire:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await wire.request(18, 0, {})
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+FETCH_BYTES = 8 * MiB  # a fetch's max bytes and partition max bytes (--fetch-bytes)
+
+
+async def fetch_watched(port: int, end: int, watch: bool) -> tuple[int, float, list[float]]:
+    """``fetch_all`` (bytes, seconds), with the bystander's round trips if ``watch``."""
+    stop = asyncio.Event()
+    pinger = asyncio.create_task(bystander(port, stop)) if watch else None
+    if pinger is not None:
+        await asyncio.sleep(0.2)  # connected and answering before the fetch starts
+    t0 = time.perf_counter()
+    got = await fetch_all(port, end)
+    took = time.perf_counter() - t0
+    stop.set()
+    rtts = await pinger if pinger is not None else []
+    return got, took, rtts
+
+
+def stall(rtts: list[float]) -> str:
+    if not rtts:
+        return "-"
+    ordered = sorted(rtts)
+    median, p99 = ordered[len(ordered) // 2], ordered[len(ordered) * 99 // 100]
+    return f"{median * 1e3:.2f} / {p99 * 1e3:.1f} / {ordered[-1] * 1e3:.1f}"
+
+
 async def fetch_all(port: int, end: int) -> int:
     offset = 0
     got = 0
     async with await WireClient.connect(port) as wire:
         while offset < end:
-            req = fetch_request(TOPIC, 0, offset, max_bytes=8 * MiB, partition_max_bytes=8 * MiB)
+            req = fetch_request(
+                TOPIC, 0, offset, max_bytes=FETCH_BYTES, partition_max_bytes=FETCH_BYTES
+            )
             resp = await wire.request(1, 11, req)
             ((part,),) = [t["partitions"] for t in resp["responses"]]
             assert part["error_code"] == 0, part
@@ -129,7 +173,32 @@ async def timed_start(broker: BrokerProcess) -> tuple[float, int, int]:
     return took, rss(broker.proc.pid), int(event["batches_read"])
 
 
-async def one_size(gib: float, fsync: str | None) -> list[str]:
+Round = tuple[float, list[float]]
+
+
+async def fetches(
+    port: int, n: int, data_dir: Path, watch: bool, rounds: int
+) -> tuple[int, Round, Round]:
+    """Cold then warm fetches of the whole log, ``rounds`` times: the median round of each
+    by time, as (seconds, bystander round trips)."""
+    cold: list[Round] = []
+    warm: list[Round] = []
+    got = 0
+    for _ in range(rounds):
+        drop_cache(data_dir)
+        got, took, rtts = await fetch_watched(port, n, watch)
+        cold.append((took, rtts))
+        got2, took2, rtts2 = await fetch_watched(port, n, watch)
+        warm.append((took2, rtts2))
+        assert got == got2
+    cold.sort(key=lambda r: r[0])
+    warm.sort(key=lambda r: r[0])
+    return got, cold[len(cold) // 2], warm[len(warm) // 2]
+
+
+async def one_size(
+    gib: float, fsync: str | None, watch: bool = False, rounds: int = 1
+) -> list[str]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-seg-") as tmp:
         args = ("--fsync", fsync) if fsync else ()
@@ -160,13 +229,11 @@ async def one_size(gib: float, fsync: str | None) -> list[str]:
             data = n * batch_len
             peak = rss(pid, "VmHWM")
             after = rss(pid)
-            drop_cache(Path(tmp) / "data" / "topics")
-            t0 = time.perf_counter()
-            assert await fetch_all(broker.port, n) == data
-            cold_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            assert await fetch_all(broker.port, n) == data
-            warm_s = time.perf_counter() - t0
+            topics = Path(tmp) / "data" / "topics"
+            got, (cold_s, cold_rtts), (warm_s, warm_rtts) = await fetches(
+                broker.port, n, topics, watch, rounds
+            )
+            assert got == data
             fetch_peak = rss(pid, "VmHWM")
             await broker.kill()
             crashed = await timed_start(broker)
@@ -182,6 +249,7 @@ async def one_size(gib: float, fsync: str | None) -> list[str]:
             f"{max(samples) / MiB:.0f} / {peak / MiB:.0f} / {after / MiB:.0f} | "
             f"{fetch_peak / MiB:.0f} | {clean[0]:.2f} s, {clean[1] / MiB:.0f} MiB, "
             f"{clean[2]} | {crashed[0]:.2f} s, {crashed[1] / MiB:.0f} MiB, {crashed[2]} |"
+            + (f" {stall(cold_rtts)} | {stall(warm_rtts)} |" if watch else "")
         )
         print(rows[-1], file=sys.stderr)
     return rows
@@ -191,15 +259,33 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gib", type=float, nargs="+", default=[1.0, 2.0])
     ap.add_argument("--fsync", choices=("always", "interval", "never"), default=None)
+    ap.add_argument(
+        "--stall",
+        action="store_true",
+        help="a bystander connection's ApiVersions round trips during the fetches",
+    )
+    ap.add_argument(
+        "--fetch-bytes", type=int, default=8 * MiB, help="a fetch's (partition) max bytes"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="cold and warm fetches, each the median of N"
+    )
     args = ap.parse_args()
+    global FETCH_BYTES
+    FETCH_BYTES = args.fetch_bytes
+    extra = (
+        " bystander ApiVersions during cold fetch: median / p99 / max (ms) | during warm fetch |"
+        if args.stall
+        else ""
+    )
     print(
         "| data | produce MB/s | fetch cold MB/s | fetch warm MB/s | RSS while producing: "
         "max sampled / VmHWM / after (MiB) | VmHWM after fetches (MiB) | clean restart: "
-        "time, RSS, batches read | kill -9 restart: time, RSS, batches read |"
+        "time, RSS, batches read | kill -9 restart: time, RSS, batches read |" + extra
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.stall else ""))
     for gib in args.gib:
-        for row in await one_size(gib, args.fsync):
+        for row in await one_size(gib, args.fsync, args.stall, args.rounds):
             print(row)
 
 

@@ -303,6 +303,8 @@ def open_broker(
     """Topics, producers and the coordinator, loaded from ``--data-dir`` when given (on a
     worker thread then); with what completes the load on the event loop."""
     topics = TopicManager()
+    if config.log_index_interval_bytes is not None:
+        topics.defaults["index.interval.bytes"] = str(config.log_index_interval_bytes)
     producers = ProducerStateManager()
     if config.data_dir is None:
         topics.budget = MemoryBudget(config.max_memory_bytes or default_max_memory_bytes())

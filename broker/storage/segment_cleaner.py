@@ -167,7 +167,7 @@ def _clean_group(
     nothing changes (nothing written)."""
     first, last_seg = group[0], group[-1]
     tmp = _cleaned(first.path)
-    new = Segment(first.base_offset, first.path)
+    new = Segment(first.base_offset, first.path, interval=first.interval)
     changed = done = False
     unchanged = 0  # bytes of the segment up to its first batch that changes: copied as they are
     out = -1
