@@ -1,6 +1,7 @@
 """Log compaction: how fast the cleaner cleans, and what it costs produce while it runs.
 
     python bench/bench_compaction.py [--mib 64] [--keys 10000] [--io-limit 20000000]
+                                     [--compression none|gzip|snappy|lz4|zstd]
 
 With --data-dir (``--fsync never``, so the disk's flush is not what is measured): a
 compacted topic (segment.bytes 8 MiB) gets ``--mib`` MiB of updates of ``--keys`` keys
@@ -14,12 +15,18 @@ cleaned over the pass's seconds, as logged). The last row repeats it with
 ``--log-cleaner-io-max-bytes-per-second`` ``--io-limit`` (read plus written). In memory, the
 same pass is timed in process (``_clean_memory`` on the batches, no broker). MB/s is
 10**6 bytes a second.
+
+With ``--compression`` the batches are written by aiokafka's builder with that codec and each
+value is 100 hex digits of random bytes (compressing about 2:1) instead of 100 ``v``: the
+cleaner decompresses every batch and compresses again those it rewrites. "log cleaned (MB)"
+is the log's size as stored (compressed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import shutil
 import sys
 import tempfile
@@ -41,15 +48,31 @@ from tests.support.kafka_wire import (  # noqa: E402
     encode_request,
     produce_request,
 )
+from tests.support.kafka_wire import build_batch as aiokafka_batch  # noqa: E402
 
 MiB = 1024 * 1024
 PER_BATCH = 100
 VALUE = b"v" * 100
 
 
-def batches(keys: int) -> list[bytes]:
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def batches(keys: int, codec: int = 0) -> list[bytes]:
     """One batch per 100 keys; cycling through them updates every key once a round."""
     now = int(time.time() * 1000)
+    if codec:
+        rnd = random.Random(1)
+        return [
+            aiokafka_batch(
+                [
+                    (b"k%05d" % (start + i), rnd.randbytes(50).hex().encode(), [], now)
+                    for i in range(PER_BATCH)
+                ],
+                compression=codec,
+            )
+            for start in range(0, keys, PER_BATCH)
+        ]
     return [
         build_batch([(i, b"k%05d" % (start + i), VALUE, now) for i in range(PER_BATCH)])
         for start in range(0, keys, PER_BATCH)
@@ -87,8 +110,8 @@ def after(seconds: float) -> Callable[[int], bool]:
     return lambda _sent: time.monotonic() >= deadline
 
 
-async def on_disk(mib: int, keys: int, io_limit: int | None) -> dict[str, float]:
-    data = batches(keys)
+async def on_disk(mib: int, keys: int, io_limit: int | None, codec: int = 0) -> dict[str, float]:
+    data = batches(keys, codec)
     root = Path(tempfile.mkdtemp(prefix="bench-compaction-"))
     broker = BrokerProcess(root / "data")
     base = ("--fsync", "never")
@@ -130,8 +153,8 @@ async def on_disk(mib: int, keys: int, io_limit: int | None) -> dict[str, float]
         shutil.rmtree(root, ignore_errors=True)
 
 
-def in_memory(mib: int, keys: int) -> dict[str, float]:
-    data = batches(keys)
+def in_memory(mib: int, keys: int, codec: int = 0) -> dict[str, float]:
+    data = batches(keys, codec)
     rounds = max(1, mib * MiB // sum(len(b) for b in data))
     stored = []
     offset = 0
@@ -158,7 +181,10 @@ async def main() -> None:
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--io-limit", type=int, default=20_000_000)
+    parser.add_argument("--compression", choices=list(CODECS), default="none")
     args = parser.parse_args()
+    codec = CODECS[args.compression]
+    suffix = "" if not codec else f", {args.compression}"
     print(
         "| mode | log cleaned (MB) | after (MB) | pass (s) | cleaner MB/s "
         "| produce MB/s, cleaner idle | produce MB/s, while cleaning |"
@@ -168,15 +194,16 @@ async def main() -> None:
         ("--data-dir", None),
         (f"--data-dir, io limit {args.io_limit}", args.io_limit),
     ):
+        label += suffix
         print(f"{label} ...", file=sys.stderr)
-        r = await on_disk(args.mib, args.keys, limit)
+        r = await on_disk(args.mib, args.keys, limit, codec)
         print(
             f"| {label} | {r['log_mb']:.1f} | {r['after_mb']:.1f} | {r['seconds']:.2f} "
             f"| {r['cleaner_mbs']:.1f} | {r['produce_idle']:.1f} | {r['produce_busy']:.1f} |"
         )
-    r = in_memory(args.mib, args.keys)
+    r = in_memory(args.mib, args.keys, codec)
     print(
-        f"| in memory (in process, no broker) | {r['log_mb']:.1f} | {r['after_mb']:.1f} "
+        f"| in memory (in process, no broker{suffix}) | {r['log_mb']:.1f} | {r['after_mb']:.1f} "
         f"| {r['seconds']:.2f} | {r['cleaner_mbs']:.1f} | — | — |"
     )
 

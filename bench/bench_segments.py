@@ -2,6 +2,7 @@
 back cold and warm from the segment files, restart, and watch RSS and start-up time.
 
     python bench/bench_segments.py [--gib 1 2] [--fsync always|interval|never] [--partitions 1]
+                                   [--fetch-bytes 8388608] [--rounds 1] [--stall]
 
 For each size, a fresh data dir and a broker with default settings (--log-cache-bytes 64 MiB,
 segment.bytes 1 GiB, --fsync always unless given). One raw connection per partition (uvloop,
@@ -10,14 +11,22 @@ segment.bytes 1 GiB, --fsync always unless given). One raw connection per partit
 the clock starts: 512 copies of one template with the value (an index), the CRC-32C and the
 correlation id patched, sent round-robin. The last answer of each connection must be error 0
 at the offset of the partition's last batch. RSS (VmRSS) is sampled every 0.5 s; the peak is
-VmHWM. Then the whole log is fetched from offset 0 (Fetch v11, 8 MiB a request, one
-connection per partition, each request at the offset after the last batch returned): first
-cold (``posix_fadvise(DONTNEED)`` on every segment file, so the page cache starts empty),
-then warm; every fetch must return every record, at consecutive offsets. Then a start after a
-kill -9 (right after the fetches; the log is fetched and counted again) and one after a clean
-stop, timed from spawn to the ``listening`` line and to the first 200 of ``/readyz``, with
-the RSS 1 s after and the ``batches_read`` the start-up logged. MB/s counts record-batch
-bytes (10**6 bytes/s).
+VmHWM. Then the whole log is fetched from offset 0 (Fetch v11 of 8 MiB unless
+``--fetch-bytes``, as max_bytes and partition_max_bytes; one connection per partition, each
+request at the offset after the last batch returned): first cold (``posix_fadvise(DONTNEED)``
+on every segment file, so the page cache starts empty), then warm; every fetch must return
+every record, at consecutive offsets. ``--rounds N``: N such cold and warm pairs, and the
+table shows the median round of each by time (for an even N the slower of the middle two).
+Then a start after a kill -9 (right after the fetches; the log is fetched and counted again)
+and one after a clean stop, timed from spawn to the ``listening`` line and to the first 200
+of ``/readyz``, with the RSS 1 s after and the ``batches_read`` the start-up logged. MB/s
+counts record-batch bytes (10**6 bytes/s).
+
+``--stall``: while each timed fetch runs, one more connection (a bystander, as a consumer's
+heartbeats or commits) sends ApiVersions back to back, from 0.2 s before the clock starts
+until the fetch ends; two more columns give the median / 99th percentile / largest of its
+round trips during the cold and the warm fetch (how long reads of the files hold the event
+loop). The bystander runs in this process and adds to the load of both sides.
 
 ``bench_data.py`` runs the same workload against kgroupd in memory and Tansu as well.
 """
@@ -123,8 +132,8 @@ class _Responses(asyncio.BufferedProtocol):
     """One connection with one request in flight: the kernel reads each response straight
     into one buffer (no StreamReader copies), where it is checked in place."""
 
-    def __init__(self) -> None:
-        self.buf = bytearray(2 * FETCH_BYTES + MiB)  # Tansu may pass max_bytes by a batch
+    def __init__(self, max_bytes: int = FETCH_BYTES) -> None:
+        self.buf = bytearray(2 * max_bytes + MiB)  # Tansu may pass max_bytes by a batch
         self.have = 0
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[None] | None = None
@@ -249,13 +258,15 @@ async def check_layout(conn: _Responses, partition: int) -> None:
         raise RuntimeError(f"records_span read another layout: {answer}")
 
 
-async def fetch_all(conn: _Responses, end: int, partition: int = 0) -> tuple[int, int]:
+async def fetch_all(
+    conn: _Responses, end: int, partition: int = 0, max_bytes: int = FETCH_BYTES
+) -> tuple[int, int]:
     """Fetch one partition from offset 0 to ``end`` over ``conn``: (record-batch bytes,
     records). Fails unless the batches come at consecutive offsets with ``end`` records in
     all."""
     offset = got = records = 0
     while offset < end:
-        start, stop = await fetch_one(conn, partition, offset)
+        start, stop = await fetch_one(conn, partition, offset, max_bytes)
         offset, batch_bytes, count = walk_batches(conn.buf, start, stop, offset)
         if not batch_bytes:
             raise RuntimeError(f"partition {partition}: no whole batch at offset {offset}")
@@ -266,6 +277,26 @@ async def fetch_all(conn: _Responses, end: int, partition: int = 0) -> tuple[int
     return got, records
 
 
+async def bystander(port: int, stop: asyncio.Event) -> list[float]:
+    """ApiVersions round trips (seconds), back to back until ``stop``."""
+    out = []
+    async with await WireClient.connect(port) as wire:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await wire.request(18, 0, {})
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+def stall(rtts: list[float] | None) -> str:
+    """Median / 99th percentile / largest round trip, in ms."""
+    if not rtts:
+        return "-"
+    ordered = sorted(rtts)
+    median, p99 = ordered[len(ordered) // 2], ordered[len(ordered) * 99 // 100]
+    return f"{median * 1e3:.2f} / {p99 * 1e3:.1f} / {ordered[-1] * 1e3:.1f}"
+
+
 @dataclass
 class Fetched:
     seconds: float
@@ -273,30 +304,70 @@ class Fetched:
     records: int
     broker_cpu: float  # share of one core over ``seconds`` (0 without a pid)
     client_cpu: float  # the same for this process
+    rtts: list[float] | None = None  # the bystander's round trips (``watch``), in seconds
 
 
-async def fetch_partitions(port: int, per: int, partitions: int, pid: int = 0) -> Fetched:
+async def fetch_partitions(
+    port: int,
+    per: int,
+    partitions: int,
+    pid: int = 0,
+    max_bytes: int = FETCH_BYTES,
+    watch: bool = False,
+) -> Fetched:
     """Every partition at once, one connection each (opened, and ``check_layout`` run on
-    each, before the clock starts); ``pid``: the broker's, for its CPU time."""
+    each, before the clock starts); ``pid``: the broker's, for its CPU time; ``watch``: a
+    ``bystander`` connection pings from 0.2 s before the clock until the fetch ends."""
     loop = asyncio.get_running_loop()
     conns: list[tuple[asyncio.BaseTransport, _Responses]] = []
+    stop = asyncio.Event()
+    pinger: asyncio.Task[list[float]] | None = None
     try:
         for p in range(partitions):
-            conns.append(await loop.create_connection(_Responses, "127.0.0.1", port))
+            conns.append(
+                await loop.create_connection(lambda: _Responses(max_bytes), "127.0.0.1", port)
+            )
             await check_layout(conns[-1][1], p)
+        if watch:
+            pinger = asyncio.create_task(bystander(port, stop))
+            await asyncio.sleep(0.2)  # connected and answering before the fetch starts
         broker0 = h.cpu_seconds(pid) if pid else 0.0
         client0 = time.process_time()
         t0 = time.perf_counter()
-        done = await asyncio.gather(*(fetch_all(c, per, p) for p, (_, c) in enumerate(conns)))
+        done = await asyncio.gather(
+            *(fetch_all(c, per, p, max_bytes) for p, (_, c) in enumerate(conns))
+        )
         took = time.perf_counter() - t0
         client = time.process_time() - client0
         broker = h.cpu_seconds(pid) - broker0 if pid else 0.0
+        stop.set()
+        rtts = await pinger if pinger is not None else None
     finally:
+        stop.set()
+        if pinger is not None and not pinger.done():
+            pinger.cancel()
         for transport, _ in conns:
             transport.close()
     return Fetched(
-        took, sum(d[0] for d in done), sum(d[1] for d in done), broker / took, client / took
+        took, sum(d[0] for d in done), sum(d[1] for d in done), broker / took, client / took, rtts
     )
+
+
+async def fetches(
+    port: int, per: int, partitions: int, topics: Path, max_bytes: int, watch: bool, rounds: int
+) -> tuple[Fetched, Fetched]:
+    """``rounds`` pairs of a cold (``drop_cache`` on ``topics`` first) and a warm
+    ``fetch_partitions``: the median of the cold ones and of the warm ones, by time (for an
+    even count the slower of the middle two)."""
+    cold: list[Fetched] = []
+    warm: list[Fetched] = []
+    for _ in range(rounds):
+        drop_cache(topics)
+        cold.append(await fetch_partitions(port, per, partitions, 0, max_bytes, watch))
+        warm.append(await fetch_partitions(port, per, partitions, 0, max_bytes, watch))
+    cold.sort(key=lambda f: f.seconds)
+    warm.sort(key=lambda f: f.seconds)
+    return cold[len(cold) // 2], warm[len(warm) // 2]
 
 
 def drop_cache(directory: Path) -> None:
@@ -374,8 +445,8 @@ class SizeResult:
     samples: list[int]  # VmRSS every 0.5 s while producing
     peak: int  # VmHWM after producing
     after: int  # VmRSS after producing
-    cold_s: float
-    warm_s: float
+    cold: Fetched  # the median cold fetch (``fetches``)
+    warm: Fetched  # the median warm fetch
     fetch_peak: int  # VmHWM after the fetches
     crashed: Start
     clean: Start
@@ -390,10 +461,15 @@ class SizeResult:
         return (
             f"| {self.gib:g} GiB ({n:,} batches, {self.partitions} partition"
             f"{'s' if self.partitions > 1 else ''}) | {mbs / self.produce.elapsed:.1f} "
-            f"({self.produce.broker_cpu:.0%}) | {mbs / self.cold_s:.0f} | "
-            f"{mbs / self.warm_s:.0f} | {max(self.samples) / MiB:.0f} / {self.peak / MiB:.0f} / "
-            f"{self.after / MiB:.0f} | {self.fetch_peak / MiB:.0f} | {self.clean.cell()} | "
-            f"{self.crashed.cell()} |"
+            f"({self.produce.broker_cpu:.0%}) | {mbs / self.cold.seconds:.0f} | "
+            f"{mbs / self.warm.seconds:.0f} | {max(self.samples) / MiB:.0f} / "
+            f"{self.peak / MiB:.0f} / {self.after / MiB:.0f} | {self.fetch_peak / MiB:.0f} | "
+            f"{self.clean.cell()} | {self.crashed.cell()} |"
+            + (
+                f" {stall(self.cold.rtts)} | {stall(self.warm.rtts)} |"
+                if self.cold.rtts is not None
+                else ""
+            )
         )
 
 
@@ -403,9 +479,27 @@ SIZE_HEADER = (
     "restart: to listening / to /readyz, RSS 1 s after, batches read | kill -9 restart: "
     "the same |\n|---|---|---|---|---|---|---|---|"
 )
+STALL_HEADER = (  # SIZE_HEADER's two more columns with --stall
+    " bystander ApiVersions during cold fetch: median / p99 / max (ms) | during warm fetch |",
+    "---|---|",
+)
 
 
-async def one_size(gib: float, fsync: str | None, partitions: int = 1) -> SizeResult:
+def size_header(watch: bool = False) -> str:
+    if not watch:
+        return SIZE_HEADER
+    names, rule = SIZE_HEADER.split("\n")
+    return f"{names}{STALL_HEADER[0]}\n{rule}{STALL_HEADER[1]}"
+
+
+async def one_size(
+    gib: float,
+    fsync: str | None,
+    partitions: int = 1,
+    fetch_bytes: int = FETCH_BYTES,
+    watch: bool = False,
+    rounds: int = 1,
+) -> SizeResult:
     with tempfile.TemporaryDirectory(prefix="bench-seg-") as tmp:
         data_dir = Path(tmp) / "data"
         args = ("--fsync", fsync) if fsync else ()
@@ -434,13 +528,13 @@ async def one_size(gib: float, fsync: str | None, partitions: int = 1) -> SizeRe
                 await sampler
             peak, after = rss(target.pid, "VmHWM"), rss(target.pid)
             print(f"  produced in {phase.elapsed:.1f} s; fetching", file=sys.stderr)
-            drop_cache(data_dir / "topics")
-            cold_s = (await fetch_partitions(target.port, per, partitions)).seconds
-            warm_s = (await fetch_partitions(target.port, per, partitions)).seconds
+            cold, warm = await fetches(
+                target.port, per, partitions, data_dir / "topics", fetch_bytes, watch, rounds
+            )
             fetch_peak = rss(target.pid, "VmHWM")
             await broker.kill()
             crashed = await timed_start(broker)
-            await fetch_partitions(broker.port, per, partitions)
+            await fetch_partitions(broker.port, per, partitions, 0, fetch_bytes)
             await broker.stop()
             clean = await timed_start(broker)
             await broker.stop()
@@ -455,8 +549,8 @@ async def one_size(gib: float, fsync: str | None, partitions: int = 1) -> SizeRe
         samples,
         peak,
         after,
-        cold_s,
-        warm_s,
+        cold,
+        warm,
         fetch_peak,
         crashed,
         clean,
@@ -470,10 +564,24 @@ async def main() -> None:
     ap.add_argument("--gib", type=float, nargs="+", default=[1.0, 2.0])
     ap.add_argument("--fsync", choices=("always", "interval", "never"), default=None)
     ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument(
+        "--fetch-bytes", type=int, default=FETCH_BYTES, help="a fetch's (partition) max bytes"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="cold and warm fetches, each the median of N"
+    )
+    ap.add_argument(
+        "--stall",
+        action="store_true",
+        help="a bystander connection's ApiVersions round trips during the fetches",
+    )
     args = ap.parse_args()
-    print(f"    {h.command_line()}\n\n{SIZE_HEADER}")
+    print(f"    {h.command_line()}\n\n{size_header(args.stall)}")
     for gib in args.gib:
-        print((await one_size(gib, args.fsync, args.partitions)).row())
+        result = await one_size(
+            gib, args.fsync, args.partitions, args.fetch_bytes, args.stall, args.rounds
+        )
+        print(result.row())
 
 
 if __name__ == "__main__":

@@ -115,6 +115,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     recover: bool = False
     snapshot_log_bytes: int = 64 * 1024 * 1024
     log_cache_bytes: int = storage_options.DEFAULT_LOG_CACHE_BYTES  # with --data-dir
+    log_index_interval_bytes: int | None = None  # Kafka: log.index.interval.bytes; None: 4096
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
     # the HTTP listener and metrics (broker.http_options)
     http: bool = True

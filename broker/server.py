@@ -136,6 +136,7 @@ class KafkaServer:
                 c.log_cleaner_backoff_ms,
                 c.log_cleaner_io_max_bytes_per_second,
                 c.log_cleaner_dedupe_buffer_size,
+                broker.producers,
             )
             self._cleaning = asyncio.create_task(self.cleaner.run())
         for listener, port, (ahost, aport) in self.bound:
@@ -302,6 +303,8 @@ def open_broker(
     """Topics, producers and the coordinator, loaded from ``--data-dir`` when given (on a
     worker thread then); with what completes the load on the event loop."""
     topics = TopicManager()
+    if config.log_index_interval_bytes is not None:
+        topics.defaults["index.interval.bytes"] = str(config.log_index_interval_bytes)
     producers = ProducerStateManager()
     if config.data_dir is None:
         topics.budget = MemoryBudget(config.max_memory_bytes or default_max_memory_bytes())

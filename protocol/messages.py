@@ -7,7 +7,7 @@ Every served API is defined in ``protocol/schemas`` with our own field trees
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.codec import VersionCodec
@@ -22,17 +22,19 @@ class MessageSpec:
     version: int
     request: VersionCodec
     response: VersionCodec
+    # Flexible versions use request header v2 and response header v1 (fields, not
+    # properties: every request reads them).
+    flexible: bool = field(init=False)
+    # ApiVersions always answers with response header v0, so a client that does not know
+    # our versions yet can still read the answer.
+    response_header_v1: bool = field(init=False)
 
-    @property
-    def flexible(self) -> bool:
-        """Flexible versions use request header v2 and response header v1."""
-        return self.request.flexible
-
-    @property
-    def response_header_v1(self) -> bool:
-        # ApiVersions always answers with response header v0, so a client that does not
-        # know our versions yet can still read the answer.
-        return self.flexible and self.api_key != API_VERSIONS_KEY
+    def __post_init__(self) -> None:
+        flexible = self.request.flexible
+        object.__setattr__(self, "flexible", flexible)
+        object.__setattr__(
+            self, "response_header_v1", flexible and self.api_key != API_VERSIONS_KEY
+        )
 
     def decode_request(self, frame: bytes, offset: int) -> dict[str, Any]:
         """Bytes after the body are ignored, as Kafka ignores them."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from protocol.errors import ErrorCode
 
 from .commands import (
+    CommitPartitionLike,
     OffsetCommit,
     OffsetCommitResult,
     OffsetDelete,
@@ -19,7 +21,12 @@ from .commands import (
 from .consumer.commit_checks import validate_consumer_commit, validate_consumer_fetch
 from .core import OffsetAndMetadata, ShardCore
 from .group import ClassicGroup
-from .records import GroupTombstoneRecord, OffsetCommitRecord, OffsetTombstoneRecord
+from .records import (
+    CommitEntries,
+    GroupTombstoneRecord,
+    OffsetCommitRecord,
+    OffsetTombstoneRecord,
+)
 from .state import GroupState
 
 __all__ = ["OffsetOps", "java_string_length"]
@@ -37,6 +44,17 @@ def java_string_length(s: str) -> int:
 _new_offset: Callable[[tuple[int, int, str, int, int | None]], OffsetAndMetadata] = (
     functools.partial(tuple.__new__, OffsetAndMetadata)
 )
+
+
+def _applied(
+    partitions: Sequence[CommitPartitionLike], answers: Sequence[tuple[int, ErrorCode]]
+) -> CommitEntries:
+    """The entries a commit applied (answered NONE), null metadata as the empty string."""
+    return [
+        (p, o, e, m or "")
+        for (p, o, e, m), (_, error) in zip(partitions, answers, strict=True)
+        if error is ErrorCode.NONE
+    ]
 
 
 class OffsetOps(ShardCore):
@@ -101,13 +119,16 @@ class OffsetOps(ShardCore):
         for name, partitions in cmd.topics:
             parts = []
             stored_parts = None
-            applied: list[tuple[int, int, int, str]] = []
+            clean = True  # each entry as a sink takes it: the sink gets ``partitions`` itself
             for partition, offset, leader_epoch, metadata in partitions:
                 if not metadata:
+                    if metadata is None:
+                        clean = False
                     metadata = ""
                 elif len(metadata) > limit // 2 and java_string_length(metadata) > limit:
                     parts.append((partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
                     self.offsets_committed -= 1  # counted with its topic below
+                    clean = False
                     continue
                 if stored_parts is None:
                     if stored is None:
@@ -116,16 +137,15 @@ class OffsetOps(ShardCore):
                     if stored_parts is None:
                         stored_parts = stored[name] = {}
                 stored_parts[partition] = new_offset((offset, leader_epoch, metadata, now, expire))
-                if commit_sink is not None:
-                    applied.append((partition, offset, leader_epoch, metadata))
-                elif per_record:
+                if per_record:
                     self.sink(
                         OffsetCommitRecord(
                             group_id, name, partition, offset, leader_epoch, metadata, now, expire
                         )
                     )
                 parts.append((partition, ok))
-            if applied and commit_sink is not None:
+            if commit_sink is not None and stored_parts is not None:
+                applied = cast(CommitEntries, partitions) if clean else _applied(partitions, parts)
                 commit_sink(group_id, name, applied, now, expire)
             topics.append((name, tuple(parts)))
             self.offsets_committed += len(parts)

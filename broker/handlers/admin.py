@@ -116,7 +116,8 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
             if not validate_only:
                 topic_id = broker.topics.create(name, partitions, checked).topic_id
                 ctx.log.info("topic_created", topic=name, partitions=partitions)
-            results.append(_created(name, topic_id, partitions, checked))
+            defaults = broker.topics.defaults
+            results.append(_created(name, topic_id, partitions, checked, defaults))
         except TopicError as exc:
             results.append(
                 {
@@ -131,7 +132,21 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
     return {"topics": results}
 
 
-def _created(name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]) -> Fields:
+def config_source(key: str, configs: dict[str, str], defaults: dict[str, str]) -> int:
+    """A topic config's DescribeConfigs source: the topic's own (DYNAMIC_TOPIC_CONFIG), a
+    broker flag's (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG)."""
+    if key in configs:
+        return _SOURCE_DYNAMIC_TOPIC
+    return _SOURCE_STATIC_BROKER if key in defaults else _SOURCE_DEFAULT
+
+
+def _created(
+    name: str,
+    topic_id: uuid.UUID,
+    partitions: int,
+    configs: dict[str, str],
+    defaults: dict[str, str],
+) -> Fields:
     return {
         "name": name,
         "topic_id": topic_id,
@@ -142,9 +157,9 @@ def _created(name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str,
         "configs": [
             {
                 "name": k,
-                "value": configs.get(k, d.default),
+                "value": configs.get(k, defaults.get(k, d.default)),
                 "read_only": False,
-                "config_source": 1 if k in configs else 5,
+                "config_source": config_source(k, configs, defaults),
                 "is_sensitive": False,
             }
             for k, d in TOPIC_CONFIGS.items()
@@ -295,6 +310,12 @@ def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
         "log.retention.ms": ("604800000", _TYPE_LONG),
         "log.retention.bytes": ("-1", _TYPE_LONG),
         "log.retention.check.interval.ms": (str(c.log_retention_check_interval_ms), _TYPE_LONG),
+        "log.index.interval.bytes": (
+            TOPIC_CONFIGS["index.interval.bytes"].default
+            if c.log_index_interval_bytes is None
+            else str(c.log_index_interval_bytes),
+            _TYPE_INT,
+        ),
     }
 
 
@@ -332,7 +353,7 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
                 message = f"Topic {rname} does not exist"
             else:
                 for key, d in TOPIC_CONFIGS.items():
-                    source = _SOURCE_DYNAMIC_TOPIC if key in topic.configs else _SOURCE_DEFAULT
+                    source = config_source(key, topic.configs, topic.defaults)
                     typ = {"long": _TYPE_LONG, "int": _TYPE_INT, "double": _TYPE_DOUBLE}.get(
                         d.kind, _TYPE_LIST if key == "cleanup.policy" else _TYPE_STRING
                     )
@@ -344,8 +365,14 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
                     f"Unexpected broker id, expected {ctx.broker.node_id} but received {rname}"
                 )
             else:
+                unset = (
+                    set()
+                    if ctx.broker.config.log_index_interval_bytes is not None
+                    else {"log.index.interval.bytes"}
+                )
                 for key, (value, typ) in _broker_configs(ctx).items():
-                    entries.append(_entry(key, value, _SOURCE_STATIC_BROKER, typ))
+                    source = _SOURCE_DEFAULT if key in unset else _SOURCE_STATIC_BROKER
+                    entries.append(_entry(key, value, source, typ))
         else:
             code = ErrorCode.INVALID_REQUEST
             message = f"Unsupported resource type {rtype}"

@@ -9,8 +9,12 @@ fields: cluster id, diverging epoch, current leader, snapshot id, all at their d
 v13 names topics by id (an unknown id: UNKNOWN_TOPIC_ID); v15-v18 add fields for replicas
 (replica state, directory id, high watermark) that a consumer leaves at their defaults.
 Long polling: a fetch that has fewer than min_bytes waits up to max_wait_ms, woken by any
-produce to its partitions. Whole batches are returned; the first batch found is returned even
-when it is larger than the limits, so large batches always make progress.
+produce to its partitions. Under --data-dir a partition's read of the segment files that the
+page cache cannot answer at once (or a large one) is made on a reader thread
+(``ReadWouldBlock``): the partitions are still read one after the other in request order, so
+the answer is the one the loop would have made. Whole batches are returned; the first batch
+found is returned even when it is larger than the limits, so large batches always make
+progress.
 """
 
 from __future__ import annotations
@@ -18,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Generator, Sequence
 from typing import Any
 
 from broker.handlers.registry import Fields, RequestContext, handler
-from broker.log.partition import PartitionLog
+from broker.log.partition import PartitionLog, ReadWouldBlock
 from broker.security.rules import TOPIC_READ
 from protocol.errors import ErrorCode
 from protocol.fast import Chunks, FetchPartition, encode_fetch_response
@@ -33,6 +37,13 @@ LEADER_EPOCH = 0
 
 TOPIC_IDS_FROM = 13
 READ_COMMITTED = 1
+
+# (topic responses, bytes returned, whether any partition errored)
+Outcome = tuple[list[tuple[str | uuid.UUID, list[FetchPartition]]], int, bool]
+# A read of a partition's files to make off the event loop: (log, offset, max bytes, at least
+# one batch, below), and what it returns (the batches and their size).
+FileRead = tuple[PartitionLog, int, int, bool, int]
+ReadResult = tuple[Sequence[bytes | memoryview], int]
 
 
 def check_leader_epoch(current: int | None) -> ErrorCode:
@@ -75,8 +86,21 @@ class FetchPlan:
                 n for _, n, _ in self.items if n is not None and ctx.denies(TOPIC_READ, n)
             }
 
-    def run(self) -> tuple[list[tuple[str | uuid.UUID, list[FetchPartition]]], int, bool]:
-        """Read once: (topic responses, bytes returned, whether any partition errored)."""
+    def run(self) -> Outcome | Coroutine[Any, Any, Outcome]:
+        """Read once: (topic responses, bytes returned, whether any partition errored); or,
+        when a partition's read must be made off the event loop (``ReadWouldBlock``: the page
+        cache does not hold it, or it is large), a coroutine that makes the reads that must
+        be on a reader thread and answers the same."""
+        steps = self._steps()
+        try:
+            wanted = next(steps)
+        except StopIteration as done:
+            return done.value
+        return _finish(steps, wanted)
+
+    def _steps(self) -> Generator[FileRead, ReadResult, Outcome]:
+        """The reads in request order; yields each file read to make off the loop and is sent
+        its result (the partitions after it see the bytes it took)."""
         topics_mgr = self.ctx.broker.topics
         remaining = self.max_bytes
         total = 0
@@ -107,9 +131,12 @@ class FetchPlan:
                     upper = log.last_stable_offset if self.read_committed else log.high_watermark
                     if code == ErrorCode.NONE and offset < upper:
                         limit = min(part_max, remaining)
-                        records, size = log.read_chunks(
-                            offset, limit, at_least_one=total == 0, below=upper
-                        )
+                        try:
+                            records, size = log.read_chunks(
+                                offset, limit, total == 0, below=upper, nowait=True
+                            )
+                        except ReadWouldBlock:
+                            records, size = yield log, offset, limit, total == 0, upper
                         total += size
                         if stats is not None and size:
                             stats.fetched(name, size)
@@ -142,6 +169,22 @@ class FetchPlan:
         return found
 
 
+async def _finish(steps: Generator[FileRead, ReadResult, Outcome], wanted: FileRead) -> Outcome:
+    """The rest of ``FetchPlan.run`` once a read must be made off the loop."""
+    while True:
+        log, offset, limit, at_least_one, below = wanted
+        got = await log.read_files(offset, limit, at_least_one, below)
+        try:
+            wanted = steps.send(got)
+        except StopIteration as done:
+            return done.value
+
+
+async def run_plan(plan: FetchPlan) -> Outcome:
+    ran = plan.run()
+    return ran if isinstance(ran, tuple) else await ran
+
+
 def _next_offset(batch: bytes | memoryview) -> int:
     header = parse_header(batch)
     return header.base_offset + header.last_offset_delta + 1
@@ -163,7 +206,10 @@ def handle_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
         # We never hand out sessions, so any non-zero id is one we do not know.
         return _response(ctx.api_version, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     plan = FetchPlan(ctx, req)
-    topics, total, errored = plan.run()
+    ran = plan.run()
+    if not isinstance(ran, tuple):
+        return _after_files(plan, req, ran)
+    topics, total, errored = ran
     max_wait = req["max_wait_ms"]
     if errored or total >= req["min_bytes"] or max_wait <= 0:
         return _response(ctx.api_version, topics)
@@ -172,6 +218,19 @@ def handle_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     logs = plan.logs()
     first = (logs, [log.wait_for_data() for log in logs])
     return _long_poll(plan, req["min_bytes"], max_wait / 1000.0, first)
+
+
+async def _after_files(
+    plan: FetchPlan, req: Fields, reading: Coroutine[Any, Any, Outcome]
+) -> Chunks:
+    """A first read that went to a reader thread: then as ``handle_fetch``."""
+    topics, total, errored = await reading
+    max_wait = req["max_wait_ms"]
+    if errored or total >= req["min_bytes"] or max_wait <= 0:
+        return _response(plan.ctx.api_version, topics)
+    logs = plan.logs()
+    first = (logs, [log.wait_for_data() for log in logs])
+    return await _long_poll(plan, req["min_bytes"], max_wait / 1000.0, first)
 
 
 async def _long_poll(
@@ -202,10 +261,10 @@ async def _long_poll(
                 await asyncio.sleep(remaining)
         finally:
             _forget(logs, futures)
-        topics, total, errored = plan.run()
+        topics, total, errored = await run_plan(plan)
         if errored or total >= min_bytes:
             return _response(plan.ctx.api_version, topics)
-    topics, _, _ = plan.run()
+    topics, _, _ = await run_plan(plan)
     return _response(plan.ctx.api_version, topics)
 
 

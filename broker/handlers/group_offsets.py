@@ -42,6 +42,7 @@ TOPIC_IDS_FROM = 10
 _commit_topic: Callable[[tuple[str, Any]], OffsetCommitTopic] = functools.partial(
     tuple.__new__, OffsetCommitTopic
 )
+_commit: Callable[[tuple[Any, ...]], OffsetCommit] = functools.partial(tuple.__new__, OffsetCommit)
 
 
 @handler(8, decoder=decode_offset_commit)
@@ -52,7 +53,8 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     ids: list[bytes] | None = None  # v10: the decoder gives each id's 16 bytes
     refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
     named = []
-    if ctx.access is not None and ctx.denies(GROUP_READ, req["group_id"]):
+    checked = ctx.access is not None  # --authorizer acl
+    if checked and ctx.denies(GROUP_READ, req["group_id"]):
         # READ on the group first (KafkaApis): every partition is refused
         for key, parts in req["topics"]:
             refused[key] = [(p[0], GROUP_AUTH) for p in parts]
@@ -77,7 +79,7 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
         by_name = ctx.broker.topics.topics.get
         for name, parts in req["topics"]:
             topic = by_name(name)
-            if ctx.denies(TOPIC_READ, name):
+            if checked and ctx.denies(TOPIC_READ, name):
                 refused[name] = [(p[0], TOPIC_AUTH) for p in parts]
                 continue
             if topic is None:
@@ -89,15 +91,17 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
             if good:
                 named.append(_commit_topic((name, good)))
     cmd_topics = tuple(named)
-    cmd = OffsetCommit(
-        group_id=req["group_id"],
-        # The decoder's (partition, offset, leader_epoch, metadata) tuples, as they are.
-        topics=cmd_topics,
-        generation_id=req["generation_id_or_member_epoch"],
-        member_id=req["member_id"],
-        group_instance_id=req["group_instance_id"],
-        retention_time_ms=req["retention_time_ms"],
-        group_id_not_found=ctx.api_version >= 9,
+    cmd = _commit(  # OffsetCommit's fields in order
+        (
+            req["group_id"],
+            # The decoder's (partition, offset, leader_epoch, metadata) tuples, as they are.
+            cmd_topics,
+            req["generation_id_or_member_epoch"],
+            req["member_id"],
+            req["group_instance_id"],
+            req["retention_time_ms"],
+            ctx.api_version >= 9,  # group_id_not_found
+        )
     )
     result = ctx.broker.coordinator.commit_offsets(cmd) if cmd_topics else None
     answered: Any = result.topics if result is not None else ()

@@ -53,16 +53,19 @@ def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
         return max_timestamp_offset(log)
-    stored = log.batch_at_timestamp(timestamp)
-    if stored is None:
-        return -1, -1
-    batch = DefaultRecordBatch(bytearray(stored.data))
-    if batch.timestamp_type == 1:  # LogAppendTime: every record carries the batch time
-        return max(stored.base_offset, log.log_start_offset), stored.max_timestamp
-    for record in batch:
-        if record.timestamp >= timestamp and record.offset >= log.log_start_offset:
-            return record.offset, record.timestamp
-    return stored.base_offset, stored.max_timestamp
+    start = log.log_start_offset
+    while True:  # as Kafka's FileRecords.searchForTimestamp: batch after batch
+        stored = log.batch_at_timestamp(timestamp, start)
+        if stored is None:
+            return -1, -1
+        batch = DefaultRecordBatch(bytearray(stored.data))
+        if batch.timestamp_type == 1:  # LogAppendTime: every record carries the batch time
+            return max(stored.base_offset, start), stored.max_timestamp
+        for record in batch:
+            if record.timestamp >= timestamp and record.offset >= start:
+                return record.offset, record.timestamp
+        # its records that reach the target are all below the log start
+        start = stored.last_offset + 1
 
 
 def max_timestamp_offset(log: PartitionLog) -> tuple[int, int]:

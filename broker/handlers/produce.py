@@ -93,7 +93,8 @@ def append_partition(
         _, header = batches[0]
         check_crc(data, 0, header)
         if topic.compacted and keyless(data):
-            # Kafka's LogValidator; kgroupd reads no compressed batch, so checks only the others
+            # Kafka's LogValidator; a compressed batch is decompressed for it (one that cannot
+            # be, or to more than compaction.EXPANDED_LIMIT, is CORRUPT_MESSAGE below)
             fields = _part(
                 index,
                 ErrorCode.INVALID_RECORD,

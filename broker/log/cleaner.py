@@ -11,10 +11,10 @@ what a pass keeps.
 
 The cleanable range starts at the log start and ends before the first of: the active
 segment, the last stable offset (an open transaction's records are never cleaned), a record
-newer than ``min.compaction.lag.ms``. Under --data-dir the range is whole closed segment files
-(``broker.storage.segment_cleaner``). In memory there are no files: the newest batches that
-fit in ``segment.bytes`` (at least the newest batch) are the active segment, everything older
-is closed; ``min.compaction.lag.ms`` is checked per batch.
+newer than ``min.compaction.lag.ms``. Under --data-dir the range is whole closed segment
+files, merged as Kafka groups them (``broker.storage.segment_cleaner``). In memory there are
+no files: the newest batches that fit in ``segment.bytes`` (at least the newest batch) are the
+active segment, everything older is closed; ``min.compaction.lag.ms`` is checked per batch.
 
 Reading, compacting and writing run on the cleaner's own thread (at most
 ``--log-cleaner-io-max-bytes-per-second`` read plus written); putting the result in place runs
@@ -36,6 +36,7 @@ from broker.log.compaction import AbortedRanges, Cleaning, OffsetMap, Throttle
 from broker.log.partition import PartitionLog, StoredBatch, now_ms
 
 if TYPE_CHECKING:
+    from broker.log.producers import ProducerStateManager
     from broker.log.topics import Topic, TopicManager
 
 log = structlog.get_logger("kgroupd.cleaner")
@@ -66,8 +67,10 @@ class LogCleaner:
         backoff_ms: int,
         io_max_bytes_per_second: int | None,
         dedupe_buffer_size: int = 128 * 1024 * 1024,
+        producers: ProducerStateManager | None = None,
     ) -> None:
         self.topics = topics
+        self.producers = producers
         self.backoff_s = backoff_ms / 1000
         self.io_rate = io_max_bytes_per_second
         self.map_limit = dedupe_buffer_size
@@ -155,6 +158,7 @@ class LogCleaner:
         plog = c.plog
         aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in plog.txn.aborted]
         retention = int(c.topic.config("delete.retention.ms"))
+        retain = self._last_batches(plog)
         started = loop.time()
         if plog.store is not None:
             from broker.storage import segment_cleaner as sc
@@ -171,6 +175,7 @@ class LogCleaner:
                     retention,
                     throttle,
                     self.map_limit,
+                    retain,
                 )
             except OSError:
                 if not self._still_there(c):
@@ -197,6 +202,7 @@ class LogCleaner:
                 retention,
                 throttle,
                 self.map_limit,
+                retain,
             )
             old = old[:k]
             end = old[-1].last_offset + 1
@@ -209,6 +215,14 @@ class LogCleaner:
         if cleaning.removed_markers:
             gone = set(cleaning.removed_markers)
             plog.txn.aborted = [a for a in plog.txn.aborted if a.last_offset not in gone]
+        for base, why in cleaning.offsets.expander.failed.items():
+            log.warning(
+                "compressed_batch_kept_whole",
+                topic=plog.topic,
+                partition=plog.partition,
+                base_offset=base,
+                reason=why,
+            )
         plog.cleaned_to = end
         plog.next_horizon = cleaning.next_horizon
         if plog.store is not None:
@@ -229,8 +243,16 @@ class LogCleaner:
             batches_removed=cleaning.batches_removed,
             markers_removed=len(cleaning.removed_markers),
             segments_rewritten=swapped,
+            segments=None if plog.store is None else len(plog.store.segments),  # type: ignore[attr-defined]
             seconds=round(elapsed, 3),
         )
+
+    def _last_batches(self, plog: PartitionLog) -> frozenset[int]:
+        """The base offsets of each idempotent producer's last batch in ``plog``."""
+        if self.producers is None:
+            return frozenset()
+        entries = self.producers.entries(plog.topic, plog.partition)
+        return frozenset(seqs[-1][2] for _pid, _epoch, seqs in entries if seqs)
 
     def _still_there(self, c: Candidate) -> bool:
         topic = self.topics.get(c.topic.name)
@@ -264,6 +286,7 @@ def _clean_memory(
     retention: int,
     throttle: Throttle,
     map_limit: int = 1 << 62,
+    retain: frozenset[int] = frozenset(),
 ) -> tuple[list[StoredBatch], Cleaning, int]:
     """The cleaner's thread: ``old`` compacted (unchanged batches are the same objects),
     with a key map of the dirty batches (from ``cleaned_to``) as far as ``map_limit`` allows
@@ -279,7 +302,7 @@ def _clean_memory(
             break
         throttle.take(len(b.data))
         offsets.add(b.data)
-    cleaning = Cleaning(offsets, now, retention)
+    cleaning = Cleaning(offsets, now, retention, retain)
     new: list[StoredBatch] = []
     for b in old[:count]:
         throttle.take(len(b.data))

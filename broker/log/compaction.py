@@ -16,8 +16,15 @@ and its base timestamp to now + ``delete.retention.ms`` (record timestamp deltas
 so every record keeps its timestamp); a later pass after that time removes them. A kept
 record keeps its offset, its batch its base offset and last offset delta (and producer id,
 epoch, base sequence, max timestamp), so offsets have gaps where records went; a batch left
-empty goes. Compressed batches are kept as they are (kgroupd decompresses nothing): their
-records are neither compacted nor supersede older ones.
+empty goes, unless it is an idempotent producer's last (``Cleaning.retain``): then its header
+alone stays, as Kafka's RETAIN_EMPTY keeps the producer's sequence in the log.
+
+A compressed batch is read as Kafka's cleaner reads it (``broker.log.codecs``, at most
+``EXPANDED_LIMIT`` bytes decompressed): its records are mapped and compacted as any other's,
+and a batch that loses records (or gets a delete horizon) is written again with its own codec,
+as MemoryRecords.filterTo does. One that cannot be read (damaged, or larger than the limit)
+is kept whole, its records neither compacted nor superseding older ones, and named in
+``Expander.failed`` for the cleaner's log line.
 """
 
 from __future__ import annotations
@@ -31,11 +38,14 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from broker.log.codecs import BadCompression, compress, decompress
 from protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    BatchHeader,
     InvalidBatch,
     parse_header,
     read_zigzag,
@@ -45,10 +55,13 @@ DELETE_HORIZON_BIT = 0x40  # Kafka's DefaultRecordBatch.DELETE_HORIZON_FLAG_MASK
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _KEY_BYTES = 32  # longer keys are mapped by a 16-byte digest (Kafka maps every key by MD5)
 ENTRY_BYTES = 150  # a map entry's memory, about: its dict slot, key (<= 32 bytes) and int
+EXPANDED_LIMIT = 64 * 1024 * 1024  # the most a compressed batch's records may decompress to
 
 __all__ = [
     "DELETE_HORIZON_BIT",
+    "EXPANDED_LIMIT",
     "Cleaning",
+    "Expander",
     "OffsetMap",
     "Record",
     "Stopped",
@@ -124,13 +137,59 @@ def records(data: bytes) -> list[Record]:
     return out
 
 
-def keyless_record(batch: bytes | memoryview) -> bool:
-    """Whether an uncompressed data batch holds a record without a key (a compacted topic
-    refuses it at produce time, as Kafka's LogValidator)."""
+def keyless_record(batch: bytes | memoryview, limit: int = EXPANDED_LIMIT) -> bool:
+    """Whether a data batch holds a record without a key (a compacted topic refuses it at
+    produce time, as Kafka's LogValidator). A compressed batch is decompressed (at most
+    ``limit`` bytes): one that cannot be raises ``InvalidBatch``."""
     header = parse_header(batch)
-    if header.attributes & (COMPRESSION_MASK | CONTROL_BIT):
+    if header.attributes & CONTROL_BIT:
         return False
+    if header.attributes & COMPRESSION_MASK:
+        return any(r[3] is None for r in expand(batch, header, limit)[1])
     return any(r[3] is None for r in records(bytes(batch)))
+
+
+def expand(
+    batch: bytes | memoryview, header: BatchHeader, limit: int
+) -> tuple[bytes, list[Record]]:
+    """A compressed batch as an uncompressed one would be laid out (its header, then its
+    records decompressed; the header's length and CRC left as they were), and its records.
+    ``InvalidBatch`` if it cannot be read: not its codec's data, more than ``limit`` bytes,
+    records that do not fill it exactly, or offset deltas not increasing within the batch's."""
+    try:
+        body = decompress(header.attributes & COMPRESSION_MASK, bytes(batch[HEADER_SIZE:]), limit)
+    except BadCompression as exc:
+        raise InvalidBatch(str(exc)) from None
+    data = bytes(batch[:HEADER_SIZE]) + body
+    found = records(data)
+    if (found[-1][6] if found else HEADER_SIZE) != len(data):
+        raise InvalidBatch("compressed records do not fill the batch")
+    previous = -1
+    for r in found:
+        if r[2] <= previous:
+            raise InvalidBatch("offset deltas not increasing")
+        previous = r[2]
+    if previous > header.last_offset_delta:
+        raise InvalidBatch("an offset delta past the batch's last")
+    return data, found
+
+
+@dataclass
+class Expander:
+    """A pass's reading of compressed batches: the decompression limit, and the batches kept
+    whole because they could not be read (base offset -> why)."""
+
+    limit: int = EXPANDED_LIMIT
+    failed: dict[int, str] = field(default_factory=dict)
+
+    def expand(
+        self, batch: bytes | memoryview, header: BatchHeader
+    ) -> tuple[bytes, list[Record]] | None:
+        try:
+            return expand(batch, header, self.limit)
+        except InvalidBatch as exc:
+            self.failed[header.base_offset] = str(exc)
+            return None
 
 
 def _map_key(key: bytes) -> bytes:
@@ -167,6 +226,7 @@ class OffsetMap:
     limit: int = 1 << 62
     latest: dict[bytes, int] = field(default_factory=dict)
     used: int = 0
+    expander: Expander = field(default_factory=Expander)
 
     @property
     def full(self) -> bool:
@@ -175,14 +235,21 @@ class OffsetMap:
     def add(self, batch: bytes | memoryview) -> None:
         header = parse_header(batch)
         attributes = header.attributes
-        if attributes & (COMPRESSION_MASK | CONTROL_BIT):
+        if attributes & CONTROL_BIT:
             return
         base = header.base_offset
         if attributes & TRANSACTIONAL_BIT and self.aborted.holds(header.producer_id, base):
             return
+        if attributes & COMPRESSION_MASK:
+            got = self.expander.expand(batch, header)
+            if got is None:
+                return
+            found = got[1]
+        else:
+            found = records(bytes(batch))
         latest = self.latest
         before = len(latest)
-        for r in records(bytes(batch)):
+        for r in found:
             key = r[3]
             if key is not None:
                 latest[key if len(key) <= _KEY_BYTES else _map_key(key)] = base + r[2]
@@ -196,6 +263,10 @@ class Cleaning:
     offsets: OffsetMap
     now_ms: int
     delete_retention_ms: int
+    # base offsets of the batches that are an idempotent producer's last in the partition:
+    # kept, emptied of records, when all their records go (Kafka's BatchRetention.RETAIN_EMPTY:
+    # the producer's last sequence and epoch stay in the log)
+    retain: frozenset[int] = frozenset()
     # producer id -> whether records of its current transaction were kept
     txn_kept: dict[int, bool] = field(default_factory=dict)
     removed_markers: list[int] = field(default_factory=list)  # offsets of markers removed
@@ -211,8 +282,8 @@ class Cleaning:
         """``batch`` itself when all of it stays, a rewritten batch, or None (removed)."""
         header = parse_header(batch)
         attributes = header.attributes
-        if attributes & COMPRESSION_MASK:
-            return batch
+        if attributes & COMPRESSION_MASK and attributes & CONTROL_BIT:
+            return batch  # never written so (Kafka's markers are uncompressed): kept as it is
         pid, base = header.producer_id, header.base_offset
         has_horizon = bool(attributes & DELETE_HORIZON_BIT)
         horizon_passed = has_horizon and self.now_ms >= header.base_timestamp
@@ -233,8 +304,19 @@ class Cleaning:
             self.records_removed += header.record_count
             self.batches_removed += 1
             return None
-        data = bytes(batch)
-        found = records(data)
+        if header.record_count == 0:  # kept empty by an earlier pass
+            if self._retained(header):
+                return batch
+            self.batches_removed += 1
+            return None
+        if attributes & COMPRESSION_MASK:
+            got = self.offsets.expander.expand(batch, header)
+            if got is None:
+                return batch
+            data, found = got
+        else:
+            data = bytes(batch)
+            found = records(data)
         latest = self.offsets.latest
         kept: list[Record] = []
         tombstones = False
@@ -252,6 +334,8 @@ class Cleaning:
             kept.append(r)
         self.records_removed += len(found) - len(kept)
         if not kept:
+            if self._retained(header):
+                return _empty(data)
             self.batches_removed += 1
             return None
         if transactional:
@@ -263,6 +347,16 @@ class Cleaning:
         if tombstones and not has_horizon:
             return self._rewrite(data, header.base_timestamp, kept)
         return _encode(data, kept, header.base_timestamp, attributes)
+
+    def _retained(self, header: BatchHeader) -> bool:
+        """Whether the batch is kept, empty, for its producer (Kafka also keeps transactional
+        ones; kgroupd keeps only idempotent, non-transactional batches: its transaction index
+        would take an empty transactional batch whose marker went for an open transaction)."""
+        return (
+            header.producer_id >= 0
+            and not header.attributes & TRANSACTIONAL_BIT
+            and header.base_offset in self.retain
+        )
 
     def _rewrite(self, data: bytes, base_ts: int, kept: list[Record]) -> bytes:
         """``kept`` with the delete horizon set: now + delete.retention.ms."""
@@ -284,6 +378,9 @@ def _encode(data: bytes, kept: list[Record], base_ts: int, attributes: int) -> b
         rec = bytes((attrs,)) + _zigzag(ts_delta) + _zigzag(offset_delta) + data[tail:end]
         body += _zigzag(len(rec))
         body += rec
+    codec = attributes & COMPRESSION_MASK
+    if codec:  # written again with the batch's own codec, as Kafka's cleaner does
+        body = bytearray(compress(codec, bytes(body)))
     f[1] = HEADER_SIZE - 12 + len(body)  # batch length
     f[4] = 0  # crc
     f[5] = attributes
@@ -291,6 +388,21 @@ def _encode(data: bytes, kept: list[Record], base_ts: int, attributes: int) -> b
     f[12] = len(kept)
     out = bytearray(_HEADER.pack(*f))
     out += body
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+def _empty(data: bytes) -> bytes:
+    """The batch's header with no records, as Kafka's DefaultRecordBatch.writeEmptyHeader:
+    base offset, last offset delta, producer id, epoch and base sequence kept; uncompressed;
+    both timestamps the max timestamp."""
+    f = list(_HEADER.unpack_from(data, 0))
+    f[1] = HEADER_SIZE - 12
+    f[4] = 0
+    f[5] &= TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT
+    f[7] = f[8]
+    f[12] = 0
+    out = bytearray(_HEADER.pack(*f))
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
     return bytes(out)
 

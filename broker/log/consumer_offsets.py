@@ -66,8 +66,11 @@ RETRY_RECORDS = 10_000  # records between attempts to reserve after a failed wri
 # A record not yet encoded: (offset, identity, payload, timestamp). The identity is the
 # record's key: ("offset", group, topic, partition) for offset commits and their tombstones
 # (payload: (offset, leader epoch, metadata, commit ms, expire ms) or None), else the key
-# bytes (payload: the value bytes or None).
+# bytes (payload: the value bytes or None). One OffsetCommit's partitions of a topic are one
+# Raw whose identity is ``COMMITS`` (payload: (group, topic, entries, expire ms)): its records
+# take the offsets from the Raw's on, one per entry, and are only spelled out when read.
 Raw = tuple[int, Hashable, Any, int]
+COMMITS: Hashable = object()
 # An encoded record: (offset, identity, key bytes, value bytes or None, timestamp)
 Entry = tuple[int, Hashable, bytes, bytes | None, int]
 
@@ -82,6 +85,7 @@ class _Partition:
         self.log = log
         self.next = start  # the next offset handed out
         self.raw: list[Raw] = []  # handed out, not yet encoded (nobody read them yet)
+        self.folded = 0  # len(raw) after its last ``_fold``
         self.entries: list[Entry] = []  # offset order; what the batches hold
         self.latest: dict[Hashable, int] = {}  # identity -> offset of its latest record
 
@@ -173,9 +177,8 @@ class OffsetsTopic:
             self._reserve(shard, part.next)
         part.raw.append((offset, identity, payload, ts))
         part.latest[identity] = offset
-        if len(part.raw) > 2 * len(part.latest) + COMPACT_SLACK:
-            latest = part.latest  # nobody reads: forget what is superseded, unencoded
-            part.raw = [r for r in part.raw if latest.get(r[1]) == r[0]]
+        if len(part.raw) > 2 * part.folded + COMPACT_SLACK:
+            _fold(part)
         if part.log.waiters:
             part.log._wake()  # a long poll on this partition: it reads (materializes) now
 
@@ -188,24 +191,20 @@ class OffsetsTopic:
         commit_ms: int,
         expire_ms: int | None,
     ) -> None:
-        """``add`` for each partition of one commit (the hot path: a tuple per partition)."""
+        """``add`` for each partition of one commit (the hot path: one tuple a commit, its
+        offsets handed out now, its records spelled out when the partition is read)."""
         if not self.created:
             self.create()
         part = self._parts[shard]
-        raw, latest = part.raw, part.latest
+        raw = part.raw
         offset = part.next
-        for partition, committed, epoch, metadata in entries:
-            identity = ("offset", group_id, topic, partition)
-            raw.append(
-                (offset, identity, (committed, epoch, metadata, commit_ms, expire_ms), commit_ms)
-            )
-            latest[identity] = offset
-            offset += 1
+        raw.append((offset, COMMITS, (group_id, topic, entries, expire_ms), commit_ms))
+        offset += len(entries)
         part.next = offset
         if offset > self._reserved[shard]:
             self._reserve(shard, offset)
-        if len(raw) > 2 * len(latest) + COMPACT_SLACK:
-            part.raw = [r for r in raw if latest.get(r[1]) == r[0]]
+        if len(raw) > 2 * part.folded + COMPACT_SLACK:
+            _fold(part)
         if part.log.waiters:
             part.log._wake()
 
@@ -213,8 +212,8 @@ class OffsetsTopic:
         """Offsets handed out pass what is reserved on disk: reserve the next block (for
         ``shard``, or for every partition at creation). A write that fails is logged and
         retried at the next record; the records themselves are the coordinator log's job."""
-        if self._persist is None:
-            self._reserved[shard] = max(self._reserved[shard], offset)
+        if self._persist is None:  # nothing to reserve: never asked again
+            self._reserved[shard] = 1 << 62
             return
         wanted = list(self._reserved)
         wanted[shard] = offset + RESERVE_BLOCK
@@ -235,7 +234,8 @@ class OffsetsTopic:
         part = self._parts[index]
         if not part.raw:
             return
-        raw, part.raw = part.raw, []
+        raw, part.raw = _spelled_out(part.raw, part.latest), []
+        part.folded = 0
         latest = part.latest
         entries: list[Entry] = []
         for offset, identity, payload, ts in raw:
@@ -287,6 +287,53 @@ class OffsetsTopic:
         if kept:
             self._store(log, kept)
         log.high_watermark = high  # the end stays where it was (its records may be gone)
+
+
+def _spelled_out(raw: list[Raw], latest: dict[Hashable, int]) -> list[Raw]:
+    """``raw`` with each commit's Raw spelled out, a Raw per partition, and ``latest`` naming
+    every identity's newest offset (``add`` set it for other records, not for commits)."""
+    out: list[Raw] = []
+    for item in raw:
+        offset, identity, payload, ts = item
+        if identity is not COMMITS:
+            latest[identity] = offset  # in offset order: the newest is set last
+            out.append(item)
+            continue
+        group_id, topic, entries, expire_ms = payload
+        for partition, committed, epoch, metadata in entries:
+            key = ("offset", group_id, topic, partition)
+            out.append((offset, key, (committed, epoch, metadata, ts, expire_ms), ts))
+            latest[key] = offset
+            offset += 1
+    return out
+
+
+def _fold(part: _Partition) -> None:
+    """Nobody reads the partition: forget what is superseded, unencoded, newest first. A
+    commit whose partitions a newer commit of the same group and topic names again goes
+    whole, without spelling it out (the usual case: a consumer commits the same partitions
+    over and over); other records go when ``latest`` names a newer one."""
+    latest = part.latest
+    covered: dict[tuple[str, str], frozenset[int]] = {}
+    kept: list[Raw] = []
+    for item in reversed(part.raw):
+        offset, identity, payload, _ts = item
+        if identity is COMMITS:
+            key = (payload[0], payload[1])
+            named = frozenset([e[0] for e in payload[2]])
+            seen = covered.get(key)
+            if seen is None:
+                covered[key] = named
+            elif named <= seen:
+                continue
+            else:
+                covered[key] = seen | named
+        elif latest.get(identity) != offset:
+            continue
+        kept.append(item)
+    kept.reverse()
+    part.raw = kept
+    part.folded = len(kept)
 
 
 class _TeeSink:

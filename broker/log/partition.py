@@ -29,6 +29,12 @@ from protocol.records import (
 )
 
 
+class ReadWouldBlock(Exception):
+    """A read that must not wait for the disk (``nowait``) would: the page cache does not
+    hold it (or it is too large to make on the event loop); ``PartitionLog.read_files``
+    makes it on a reader thread."""
+
+
 class SegmentStore(Protocol):
     """Where a partition's batches persist under --data-dir (``broker.storage.topic_store``
     implements it; the log knows nothing more of storage)."""
@@ -38,6 +44,15 @@ class SegmentStore(Protocol):
     def delete_below(self, log_start_offset: int) -> int: ...
 
     def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        at_least_one: bool,
+        below: int | None,
+        nowait: bool = False,
+    ) -> tuple[list[memoryview], int]: ...
+
+    async def read_off_loop(
         self, offset: int, max_bytes: int, at_least_one: bool, below: int | None
     ) -> tuple[list[memoryview], int]: ...
 
@@ -153,7 +168,12 @@ class PartitionLog:
         return b"".join(parts), total
 
     def read_chunks(
-        self, offset: int, max_bytes: int, at_least_one: bool, below: int | None = None
+        self,
+        offset: int,
+        max_bytes: int,
+        at_least_one: bool,
+        below: int | None = None,
+        nowait: bool = False,
     ) -> tuple[Sequence[bytes | memoryview], int]:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``, as the stored
         objects (never copied: the response is written with them as they are), or under
@@ -162,11 +182,12 @@ class PartitionLog:
         With ``at_least_one`` the first batch is returned even when it alone is larger,
         so a consumer always makes progress. ``below`` stops at the first batch starting at
         or after it (read_committed reads below the last stable offset). Returns the batches
-        and their total size.
+        and their total size. ``nowait``: a read of the files that would wait for the disk
+        (or is large) raises ``ReadWouldBlock`` (``read_files`` makes it off the loop).
         """
         batches = self.batches
         if self.store is not None and (not batches or offset < batches[0].base_offset):
-            return self.store.read(offset, max_bytes, at_least_one, below)
+            return self.store.read(offset, max_bytes, at_least_one, below, nowait)
         i = self.find(offset)
         parts: list[bytes] = []
         total = 0
@@ -180,6 +201,15 @@ class PartitionLog:
             total += len(data)
             i += 1
         return parts, total
+
+    async def read_files(
+        self, offset: int, max_bytes: int, at_least_one: bool, below: int | None
+    ) -> tuple[Sequence[bytes | memoryview], int]:
+        """``read_chunks`` of a read that raised ``ReadWouldBlock``: made on a reader thread
+        while the event loop serves other connections."""
+        if self.store is None:  # pragma: no cover (only file reads would block)
+            return self.read_chunks(offset, max_bytes, at_least_one, below)
+        return await self.store.read_off_loop(offset, max_bytes, at_least_one, below)
 
     def _drop_head(self, k: int) -> int:
         """Forget the ``k`` oldest batches held in memory; returns their size."""
@@ -238,11 +268,13 @@ class PartitionLog:
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         self.txn.trim(self.log_start_offset)
 
-    def batch_at_timestamp(self, timestamp: int) -> StoredBatch | None:
-        """The first batch whose max timestamp reaches ``timestamp``."""
+    def batch_at_timestamp(self, timestamp: int, start: int | None = None) -> StoredBatch | None:
+        """The first batch whose max timestamp reaches ``timestamp``, among those holding an
+        offset at or after ``start`` (default: the log start offset)."""
+        start = self.log_start_offset if start is None else max(start, self.log_start_offset)
         if self.store is not None:
-            return self.store.batch_at_timestamp(timestamp, self.log_start_offset)
-        for i in range(self.find(self.log_start_offset), len(self.batches)):
+            return self.store.batch_at_timestamp(timestamp, start)
+        for i in range(self.find(start), len(self.batches)):
             b = self.batches[i]
             if b.max_timestamp >= timestamp:
                 return b

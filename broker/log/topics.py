@@ -34,6 +34,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "retention.bytes": ConfigDef("-1", "long"),
     "segment.bytes": ConfigDef("1073741824", "int", at_least=14),  # RECORD_OVERHEAD_V0
     "segment.ms": ConfigDef("604800000", "long", at_least=1),
+    # the sparse index's spacing (broker.storage.segment); broker default
+    # --log-index-interval-bytes (Kafka: log.index.interval.bytes)
+    "index.interval.bytes": ConfigDef("4096", "int", at_least=0),
     "max.message.bytes": ConfigDef("1048588", "int", at_least=0),
     "message.timestamp.type": ConfigDef("CreateTime", "enum", ("CreateTime", "LogAppendTime")),
     "min.insync.replicas": ConfigDef("1", "int", at_least=1),
@@ -118,9 +121,15 @@ class Topic:
     partitions: list[PartitionLog]
     configs: dict[str, str] = field(default_factory=dict)
     topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    # the broker's defaults of topic configs (--log-index-interval-bytes...), shared by every
+    # topic (TopicManager.defaults): a topic's own config beats them, they beat Kafka's
+    defaults: dict[str, str] = field(default_factory=dict)
 
     def config(self, key: str) -> str:
-        return self.configs.get(key, TOPIC_CONFIGS[key].default)
+        found = self.configs.get(key)
+        if found is None:
+            found = self.defaults.get(key, TOPIC_CONFIGS[key].default)
+        return found
 
     @property
     def compacted(self) -> bool:
@@ -140,13 +149,17 @@ class TopicStore(Protocol):
     """Where the topic table and segments persist under --data-dir
     (``broker.storage.topic_store`` implements it)."""
 
-    def attach(self, log: PartitionLog, segment_bytes: int) -> SegmentStore: ...
+    def attach(
+        self, log: PartitionLog, segment_bytes: int, index_interval: int
+    ) -> SegmentStore: ...
 
     def save_topics(self, topics: TopicManager) -> None: ...
 
     def drop_topic(self, name: str, partitions: int) -> None: ...
 
     def set_segment_bytes(self, name: str, segment_bytes: int) -> None: ...
+
+    def set_index_interval(self, name: str, index_interval: int) -> None: ...
 
 
 class TopicManager:
@@ -156,6 +169,9 @@ class TopicManager:
         self.ids_by_bytes: dict[bytes, Topic] = {}  # the same, by the id's 16 bytes
         # Under --data-dir: segment files and topics.json (broker.storage.topic_store).
         self.store: TopicStore | None = None
+        # The broker's defaults of topic configs (Kafka's log.* broker configs), as config
+        # name -> value; only those set by a flag (DescribeConfigs: STATIC_BROKER_CONFIG).
+        self.defaults: dict[str, str] = {}
         # What the partitions' batches in memory count against: --max-memory-bytes in
         # memory, --log-cache-bytes under --data-dir (broker.log.budget).
         self.budget: MemoryBudget | None = None
@@ -237,7 +253,7 @@ class TopicManager:
         configs: dict[str, str] | None = None,
         topic_id: uuid.UUID | None = None,
     ) -> Topic:
-        topic = Topic(name, [], dict(configs or {}), topic_id or uuid.uuid4())
+        topic = Topic(name, [], dict(configs or {}), topic_id or uuid.uuid4(), self.defaults)
         topic.add_partitions(partitions)
         for log in topic.partitions:
             log.budget = self.budget
@@ -247,7 +263,7 @@ class TopicManager:
         self._changed()
         if self.store is not None:
             for log in topic.partitions:
-                self.store.attach(log, int(topic.config("segment.bytes")))
+                self.store.attach(log, *_segment_configs(topic))
             self.store.save_topics(self)
         return topic
 
@@ -274,16 +290,19 @@ class TopicManager:
         self._changed()
         if self.store is not None:
             for log in topic.partitions[before:]:
-                self.store.attach(log, int(topic.config("segment.bytes")))
+                self.store.attach(log, *_segment_configs(topic))
             self.store.save_topics(self)
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a topic's dynamic configs (AlterConfigs); retention reads them at its next
-        pass, produce at the next batch, segments at their next roll."""
+        pass, produce at the next batch, segments at their next roll (segment.bytes, and
+        index.interval.bytes: a segment keeps the spacing it was started with, as Kafka's)."""
         topic = self.topics[name]
         topic.configs = dict(configs)
         if self.store is not None:
-            self.store.set_segment_bytes(name, int(topic.config("segment.bytes")))
+            segment_bytes, index_interval = _segment_configs(topic)
+            self.store.set_segment_bytes(name, segment_bytes)
+            self.store.set_index_interval(name, index_interval)
             self.store.save_topics(self)
 
     def apply_retention(self, now_ms: int, only: str | None = None) -> int:
@@ -297,3 +316,8 @@ class TopicManager:
             for log in topic.partitions:
                 dropped += log.apply_retention(retention_ms, retention_bytes, now_ms)
         return dropped
+
+
+def _segment_configs(topic: Topic) -> tuple[int, int]:
+    """segment.bytes and index.interval.bytes, as the segment files take them."""
+    return int(topic.config("segment.bytes")), int(topic.config("index.interval.bytes"))

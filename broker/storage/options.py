@@ -3,6 +3,7 @@ cache of topic data under --data-dir and the bound on it in memory."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,14 @@ def default_max_memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
     except (ValueError, OSError):
         return 1024 * 1024 * 1024
+
+
+def index_interval(text: str) -> int:
+    """A Java int of at least 0 (Kafka's log.index.interval.bytes: INT, atLeast(0))."""
+    value = non_negative(text)
+    if value >= 2**31:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of type INT")
+    return value
 
 
 # (flag, BrokerConfig field, type, help): appended to the broker's flags
@@ -48,6 +57,13 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         non_negative,
         "with --data-dir: the newest record batches kept in memory, shared by every "
         "partition; older ones are read from the segment files",
+    ),
+    (
+        "--log-index-interval-bytes",
+        "log_index_interval_bytes",
+        index_interval,
+        "the default index.interval.bytes of topics (Kafka: log.index.interval.bytes; unset: "
+        "4096): bytes of log between two entries of a segment's sparse offset and time index",
     ),
     (
         "--max-memory-bytes",

@@ -1,8 +1,9 @@
 """One segment file of a partition: its sparse index, its reads, and its index file.
 
-The index is Kafka's offset and time index in one: an entry per ``INDEX_INTERVAL_BYTES``
-(``index.interval.bytes``, 4096) of log, each ``(offset - base offset, byte position, the
-largest timestamp of the batches before it)``, in three compact arrays (16 bytes an entry).
+The index is Kafka's offset and time index in one: an entry per ``interval`` bytes of log
+(the topic's ``index.interval.bytes``, 4096 by default), each ``(offset - base offset, byte
+position, the largest timestamp of the batches before it)``, in three compact arrays (16
+bytes an entry; ``index.interval.bytes`` 0: an entry per batch).
 A read looks up the last entry at or below the offset it wants and walks batch headers from
 there (at most about one interval); a timestamp lookup does the same with the timestamps.
 
@@ -18,6 +19,7 @@ a missing, damaged or stale one is rebuilt by reading the segment.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 import sys
@@ -28,11 +30,16 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from broker.log.partition import ReadWouldBlock
+
 INDEX_INTERVAL_BYTES = 4096  # Kafka: index.interval.bytes
 READ_CAP = 4 * 1024 * 1024  # bytes one partition's read takes from a file, inline (pread)
 _PEEK = struct.Struct(">qiibIhiqq")  # a batch header up to its max timestamp
 PEEK_SIZE = _PEEK.size
 _WINDOW = 1024 * 1024
+_SEEK = 64 * 1024  # a read's first look for the batch holding its offset
+_BASE_LENGTH = struct.Struct(">qi")
+_NO_LIMIT = 1 << 63
 
 _MAGIC = b"KGIX"
 _VERSION = 1
@@ -42,12 +49,34 @@ _ONGOING = struct.Struct(">qq")
 _PRODUCER = struct.Struct(">qhB")
 _SEQ = struct.Struct(">iiq")
 _NATIVE = 0 if sys.byteorder == "little" else 1
+_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)  # Linux 4.14+
 
 # (producer id, epoch, [(first sequence, last sequence, base offset), ...] oldest first)
 ProducerEntry = tuple[int, int, list[tuple[int, int, int]]]
 
 
-def peek(data: bytes | memoryview, at: int) -> tuple[int, int, int, int, int]:
+def _pread(fd: int, n: int, pos: int, nowait: bool) -> bytes | bytearray:
+    """``os.pread``; with ``nowait`` only from the page cache (``RWF_NOWAIT``): a read that
+    would wait for the disk raises ``ReadWouldBlock`` instead."""
+    if not nowait:
+        return os.pread(fd, n, pos)
+    if _NOWAIT is None:
+        raise ReadWouldBlock
+    buf = bytearray(n)
+    try:
+        got = os.preadv(fd, [buf], pos, _NOWAIT)
+    except BlockingIOError:
+        raise ReadWouldBlock from None
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # a file system without it
+            raise ReadWouldBlock from None
+        raise
+    if got < n:  # partly in the page cache
+        raise ReadWouldBlock
+    return buf
+
+
+def peek(data: bytes | bytearray | memoryview, at: int) -> tuple[int, int, int, int, int]:
     """(base offset, batch length, last offset, max timestamp, crc) of the batch at ``at``."""
     base, length, _epoch, _magic, crc, _attrs, delta, _first, max_ts = _PEEK.unpack_from(data, at)
     return base, length + 12, base + delta, max_ts, crc
@@ -64,6 +93,7 @@ class Segment:
     last_batch_pos: int = -1
     last_batch_crc: int = 0
     since_index: int = 0
+    interval: int = INDEX_INTERVAL_BYTES  # the topic's index.interval.bytes
     rel: array[int] = field(default_factory=lambda: array("i"))
     pos: array[int] = field(default_factory=lambda: array("i"))
     ts: array[int] = field(default_factory=lambda: array("q"))
@@ -76,7 +106,7 @@ class Segment:
         self, position: int, length: int, base: int, last: int, max_ts: int, crc: int
     ) -> None:
         """A batch written (or found at start-up) at ``position``: index it."""
-        if self.since_index >= INDEX_INTERVAL_BYTES:
+        if self.since_index >= self.interval:
             self.rel.append(base - self.base_offset)
             self.pos.append(position)
             self.ts.append(self.max_ts)
@@ -103,42 +133,70 @@ class Segment:
 
     # --- reads --------------------------------------------------------------------------------
     def read(
-        self, fd: int, offset: int, max_bytes: int, at_least_one: bool, below: int | None
+        self,
+        fd: int,
+        offset: int,
+        max_bytes: int,
+        at_least_one: bool,
+        below: int | None,
+        start: int,
+        end: int,
+        nowait: bool = False,
     ) -> tuple[list[memoryview], int, bool]:
         """Whole batches from the one holding ``offset``, as ``PartitionLog.read_chunks``
-        (at most ``READ_CAP`` bytes unless one batch is larger). Returns the batches, their
-        size and whether the segment ended before any limit did."""
+        (at most ``READ_CAP`` bytes unless one batch is larger), walking from byte ``start``
+        (``lookup``) up to ``end`` (the size when the read was planned: this runs on a
+        reader thread while the event loop appends). Returns them as at most two views (the
+        last batch on its own: read_committed reads its header), their size and whether the
+        segment ended before any limit did. ``nowait``: only what the page cache holds,
+        else ``ReadWouldBlock``."""
         max_bytes = min(max_bytes, READ_CAP)
-        parts: list[memoryview] = []
-        total = 0
-        pos = self.lookup(offset)
-        want = max_bytes + 2 * INDEX_INTERVAL_BYTES
-        while pos < self.size:
-            data = os.pread(fd, min(max(want, PEEK_SIZE), self.size - pos), pos)
-            if not data:
-                break
-            view = memoryview(data)
-            n = len(data)
+        limit = _NO_LIMIT if below is None else below
+        # the batch holding ``offset``: about an index interval from ``start``
+        pos = start
+        while True:
+            if end - pos < PEEK_SIZE:
+                return [], 0, True
+            head = _pread(fd, min(_SEEK, end - pos), pos, nowait)
+            if len(head) < PEEK_SIZE:  # the file is shorter than it was
+                return [], 0, True
             at = 0
-            while n - at >= PEEK_SIZE:
-                base, length, last, _ts, _crc = peek(data, at)
-                if last < offset:
-                    at += length
-                    continue
-                if below is not None and base >= below:
-                    return parts, total, False
-                if total + length > max_bytes and (parts or not at_least_one):
-                    return parts, total, False
-                if at + length > n:
-                    want = max(length, max_bytes - total)
+            while len(head) - at >= PEEK_SIZE:
+                base, length, last, _ts, _crc = peek(head, at)
+                if last >= offset:
                     break
-                parts.append(view[at : at + length])
-                total += length
                 at += length
+            else:
+                pos += at
+                continue
             pos += at
-            if at == 0 and n >= PEEK_SIZE and want <= n:  # cannot happen: no progress
+            break
+        if base >= limit:
+            return [], 0, False
+        if length > max_bytes and not at_least_one:
+            return [], 0, False
+        # from there, whole batches up to the limits (only their offsets and sizes read)
+        data = _pread(fd, min(max(max_bytes, length), end - pos), pos, nowait)
+        n = len(data)
+        unpack = _BASE_LENGTH.unpack_from
+        at = last_at = 0
+        ended = True
+        while n - at >= 12:
+            base, length = unpack(data, at)
+            length += 12
+            if at and (base >= limit or at + length > max_bytes):
+                ended = False
                 break
-        return parts, total, True
+            if at + length > n:
+                ended = pos + at >= end
+                break
+            last_at = at
+            at += length
+        if not at:
+            return [], 0, ended
+        view = memoryview(data)
+        parts = [view[:last_at], view[last_at:at]] if last_at else [view[:at]]
+        return parts, at, ended and pos + at >= end
 
     def batches_from(self, fd: int, pos: int) -> Iterator[tuple[int, int, int, memoryview]]:
         """(base offset, last offset, max timestamp, batch) of every batch from ``pos``."""

@@ -31,7 +31,8 @@ from broker.storage.segment import (
     boundary_holds,
     read_index,
 )
-from broker.storage.segment_cleaner import COMPACTED, load_progress, remove_leftovers
+from broker.storage.segment_cleaner import COMPACTED, load_progress
+from broker.storage.segment_cleaner import recover as recover_cleaning
 from protocol.records import (
     HEADER_SIZE,
     TRANSACTIONAL_BIT,
@@ -76,7 +77,7 @@ class LoadState:
 
 
 def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> LoadState:
-    remove_leftovers(store.directory)
+    recover_cleaning(store.directory)  # a cleaner's pass cut short
     gaps = (store.directory / COMPACTED).exists()  # cleaned segments have offset gaps
     files = sorted(store.directory.glob("*.log"))
     for orphan in store.directory.glob("*.idx"):
@@ -91,7 +92,7 @@ def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> 
             path.with_suffix(".idx").unlink(missing_ok=True)
             continue
         last_file = i == len(files) - 1
-        seg, damaged = _load_segment(path, last_file, state, recover, gaps)
+        seg, damaged = _load_segment(path, last_file, state, recover, gaps, store.index_interval)
         store.segments.append(seg)
         store.bases.append(seg.base_offset)
     plog.txn = state.txn
@@ -111,9 +112,9 @@ def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> 
 
 
 def _load_segment(
-    path: Path, last_file: bool, state: LoadState, recover: bool, gaps: bool
+    path: Path, last_file: bool, state: LoadState, recover: bool, gaps: bool, interval: int
 ) -> tuple[Segment, bool]:
-    seg = Segment(int(path.stem), path)
+    seg = Segment(int(path.stem), path, interval=interval)
     fd = os.open(path, os.O_RDWR)
     try:
         st = os.fstat(fd)
@@ -126,7 +127,7 @@ def _load_segment(
                 if exact:
                     return seg, False
             else:
-                seg = Segment(seg.base_offset, path)
+                seg = Segment(seg.base_offset, path, interval=interval)
         start = seg.size
         damaged = _scan(fd, st.st_size, seg, state, last_file, recover, gaps)
         if not last_file or start < seg.size:

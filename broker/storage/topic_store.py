@@ -3,8 +3,9 @@
 A segment is the partition's record batches back to back, exactly as stored (base offset
 rewritten), named after its first offset, with its index file beside it
 (``broker.storage.segment``). Reads below the cached tail are served from the files
-(``os.pread``, at most ``READ_CAP`` a partition per fetch, on the event loop: the page cache
-does the rest). Start-up reads the index files and the tail after the last one
+(``os.pread``, at most ``READ_CAP`` a partition per fetch): one the page cache holds of at
+most ``INLINE_READ_BYTES`` on the event loop, any other on a reader thread (``ReadFds``).
+Start-up reads the index files and the tail after the last one
 (``broker.storage.segment_recovery``). Retention deletes whole segments, as Kafka: the
 oldest while older than retention.ms or while the log without them still holds
 retention.bytes; DeleteRecords deletes those wholly below the new log start offset.
@@ -12,23 +13,33 @@ retention.bytes; DeleteRecords deletes those wholly below the new log start offs
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import json
 import os
 import shutil
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.log.partition import ReadWouldBlock
 from broker.storage.entries import StorageError
 from broker.storage.fileio import fsync_dir, write_all
 from broker.storage.fsync import FsyncWorker
-from broker.storage.segment import ProducerEntry, Segment, peek
+from broker.storage.segment import (
+    INDEX_INTERVAL_BYTES,
+    READ_CAP,
+    ProducerEntry,
+    Segment,
+    peek,
+)
 from broker.storage.segment_recovery import load_partition
 
 if TYPE_CHECKING:
@@ -42,14 +53,29 @@ log = structlog.get_logger("kgroupd.storage")
 
 CHECKPOINT_BYTES = 64 * 1024 * 1024  # the active segment's index file is rewritten this often
 READ_FDS = 256  # segment files held open for reads, over every partition
+READ_THREADS = 4  # reader threads for the reads the page cache cannot answer at once
+# A read of the files up to this size that the page cache holds is made on the event loop
+# (measured: up to 256 KiB the thread hop, ~0.1 ms, costs more than the read; at 1 MiB the
+# same wall time, but the loop is free meanwhile); larger ones, and any that would wait for
+# the disk, go to a reader thread.
+INLINE_READ_BYTES = 256 * 1024
 
 
 class ReadFds:
-    """Read-only file descriptors of segment files, the most recently used kept open."""
+    """Read-only file descriptors of segment files, the most recently used kept open, and
+    the reader threads that make the reads the page cache cannot answer at once.
+
+    A descriptor a reader thread uses is pinned: evicted or dropped meanwhile (a deleted or
+    cleaned segment), it is closed when the read is done, so its number is never reused
+    under a read."""
 
     def __init__(self, limit: int = READ_FDS) -> None:
         self.limit = limit
         self._fds: OrderedDict[Segment, int] = OrderedDict()
+        self._pins: dict[int, int] = {}  # fd -> reads in flight on the reader threads
+        self._doomed: set[int] = set()  # closed at their last unpin
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
 
     def get(self, seg: Segment) -> int:
         fd = self._fds.get(seg)
@@ -60,17 +86,66 @@ class ReadFds:
         self._fds[seg] = fd
         if len(self._fds) > self.limit:
             _, old = self._fds.popitem(last=False)
-            os.close(old)
+            self._close(old)
         return fd
 
     def drop(self, seg: Segment) -> None:
         fd = self._fds.pop(seg, None)
         if fd is not None:
+            self._close(fd)
+
+    def _close(self, fd: int) -> None:
+        if fd in self._pins:
+            self._doomed.add(fd)
+        else:
+            os.close(fd)
+
+    async def read(
+        self,
+        seg: Segment,
+        offset: int,
+        max_bytes: int,
+        at_least_one: bool,
+        below: int | None,
+        start: int,
+        end: int,
+    ) -> tuple[list[memoryview], int, bool]:
+        """``seg.read`` on a reader thread (its descriptor pinned until the thread is done
+        with it, even when the fetch waiting for it is cancelled meanwhile)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="segment-read")
+        loop = asyncio.get_running_loop()
+        fd = self.get(seg)
+        self._pins[fd] = self._pins.get(fd, 0) + 1
+        done = self._pool.submit(seg.read, fd, offset, max_bytes, at_least_one, below, start, end)
+        done.add_done_callback(lambda _: _on_loop(loop, self._unpin, fd))
+        return await asyncio.wrap_future(done)
+
+    def _unpin(self, fd: int) -> None:
+        if self._closed:
+            return
+        left = self._pins.pop(fd) - 1
+        if left:
+            self._pins[fd] = left
+        elif fd in self._doomed:
+            self._doomed.discard(fd)
             os.close(fd)
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._closed = True
         while self._fds:
             os.close(self._fds.popitem()[1])
+        for fd in self._doomed:
+            os.close(fd)
+        self._doomed.clear()
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[int], None], arg: int) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (stopping)
+        loop.call_soon_threadsafe(call, arg)
 
 
 @dataclass
@@ -80,6 +155,7 @@ class PartitionStore:
     directory: Path
     worker: FsyncWorker
     segment_bytes: int
+    index_interval: int = INDEX_INTERVAL_BYTES  # index.interval.bytes of new segments
     read_fds: ReadFds = field(default_factory=ReadFds)
     segments: list[Segment] = field(default_factory=list)
     bases: list[int] = field(default_factory=list)
@@ -121,7 +197,7 @@ class PartitionStore:
             self.worker.retire(self.fd)  # fsynced (before any waiter is answered), then closed
         path = self.directory / f"{base_offset:020d}.log"
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.segments.append(Segment(base_offset, path))
+        self.segments.append(Segment(base_offset, path, interval=self.index_interval))
         self.bases.append(base_offset)
         # The new name is durable once the directory is, before any answer that waits for a
         # batch in this segment.
@@ -140,20 +216,50 @@ class PartitionStore:
         self.since_checkpoint = 0
 
     def read(
-        self, offset: int, max_bytes: int, at_least_one: bool, below: int | None
+        self,
+        offset: int,
+        max_bytes: int,
+        at_least_one: bool,
+        below: int | None,
+        nowait: bool = False,
     ) -> tuple[list[memoryview], int]:
-        """Batches from the segment file holding ``offset`` (``PartitionLog.read_chunks``)."""
+        """Batches from the segment file holding ``offset`` (``PartitionLog.read_chunks``),
+        on the calling thread. ``nowait``: ``ReadWouldBlock`` unless the page cache holds
+        them and they are at most ``INLINE_READ_BYTES``."""
+        if nowait and min(max_bytes, READ_CAP) > INLINE_READ_BYTES:
+            raise ReadWouldBlock
         i = max(0, bisect.bisect_right(self.bases, offset) - 1)
         while i < len(self.segments):
             seg = self.segments[i]
             i += 1
             if seg.size == 0 or seg.last_offset < offset:
                 continue
+            fd = self.read_fds.get(seg)
+            start = seg.lookup(offset)
             parts, total, ended = seg.read(
-                self.read_fds.get(seg), offset, max_bytes, at_least_one, below
+                fd, offset, max_bytes, at_least_one, below, start, seg.size, nowait
             )
             if parts or not ended:
                 return parts, total
+        return [], 0
+
+    async def read_off_loop(
+        self, offset: int, max_bytes: int, at_least_one: bool, below: int | None
+    ) -> tuple[list[memoryview], int]:
+        """``read`` on a reader thread: the segment and where to walk from are chosen here,
+        on the event loop, the file is read there."""
+        i = max(0, bisect.bisect_right(self.bases, offset) - 1)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            if seg.size and seg.last_offset >= offset:
+                start = seg.lookup(offset)
+                parts, total, ended = await self.read_fds.read(
+                    seg, offset, max_bytes, at_least_one, below, start, seg.size
+                )
+                if parts or not ended:
+                    return parts, total
+            # the segments may have changed meanwhile (a roll, retention, the cleaner)
+            i = bisect.bisect_right(self.bases, seg.base_offset)
         return [], 0
 
     def batch_at_timestamp(self, timestamp: int, log_start: int) -> StoredBatch | None:
@@ -286,12 +392,16 @@ class TopicStore:
         os.replace(tmp, path)
         fsync_dir(self.root)
 
-    def attach(self, plog: PartitionLog, segment_bytes: int) -> PartitionStore:
+    def attach(
+        self, plog: PartitionLog, segment_bytes: int, index_interval: int = INDEX_INTERVAL_BYTES
+    ) -> PartitionStore:
         directory = self.dir / f"{plog.topic}-{plog.partition}"
         if not directory.exists():
             directory.mkdir(parents=True)
             self.worker.dirty_dir(self.dir)  # with the first segment's directory fsync
-        store = PartitionStore(directory, self.worker, segment_bytes, self.read_fds, log=plog)
+        store = PartitionStore(
+            directory, self.worker, segment_bytes, index_interval, self.read_fds, log=plog
+        )
         topic, partition = plog.topic, plog.partition
 
         def producers_of() -> list[ProducerEntry]:
@@ -307,6 +417,12 @@ class TopicStore:
         for (topic, _), store in self.partitions.items():
             if topic == name:
                 store.segment_bytes = segment_bytes
+
+    def set_index_interval(self, name: str, index_interval: int) -> None:
+        """An altered index.interval.bytes: each partition's next segment follows it."""
+        for (topic, _), store in self.partitions.items():
+            if topic == name:
+                store.index_interval = index_interval
 
     def drop_topic(self, name: str, partitions: int) -> None:
         for p in range(partitions):
@@ -331,8 +447,9 @@ class TopicStore:
                 name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
             )
             segment_bytes = int(topic.config("segment.bytes"))
+            index_interval = int(topic.config("index.interval.bytes"))
             for plog in topic.partitions:
-                store = self.attach(plog, segment_bytes)
+                store = self.attach(plog, segment_bytes, index_interval)
                 loaded = load_partition(plog, store, self.recover)
                 self.batches_read += loaded.batches_read
                 self.bytes_read += loaded.bytes_read

@@ -194,6 +194,8 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
 _PART_ERROR = struct.Struct(">ih")
 _FLEX_PART_ERROR = struct.Struct(">ihB")  # partition, error, empty tagged fields
 _SMALL = [bytes((i,)) for i in range(0x80)]
+_pair_structs: dict[int, struct.Struct] = {}  # partition count -> (partition, error) * count
+_PAIRS_CACHED = 256  # counts whose struct is kept
 
 
 def _uvarint(value: int) -> bytes:
@@ -222,7 +224,6 @@ def encode_offset_commit_response(
     count = 0
     count_at = len(out)
     out.append(b"")
-    pack = _PART_ERROR.pack
     flex_pack = _FLEX_PART_ERROR.pack
     for key, parts in chain(topics, extra):
         if ids is not None and count < len(ids):
@@ -243,9 +244,15 @@ def encode_offset_commit_response(
         else:
             assert isinstance(key, str)
             raw = key.encode()
-            packed = [pack(p, code) for p, code in parts]
-            out.append(_I16.pack(len(raw)) + raw + _I32.pack(len(packed)))
-            out.extend(packed)
+            flat = list(chain.from_iterable(parts))  # partition, error, partition, ...
+            count_parts = len(flat) // 2
+            out.append(_I16.pack(len(raw)) + raw + _I32.pack(count_parts))
+            pairs = _pair_structs.get(count_parts)  # one struct packs them all
+            if pairs is None:
+                pairs = struct.Struct(">" + "ih" * count_parts)
+                if count_parts <= _PAIRS_CACHED:
+                    _pair_structs[count_parts] = pairs
+            out.append(pairs.pack(*flat))
     out[count_at] = _uvarint(count + 1) if flexible else _I32.pack(count)
     if flexible:
         out.append(b"\x00")

@@ -103,19 +103,12 @@ def test_tombstones_stay_until_their_delete_horizon_then_go() -> None:
     assert cleaning3.next_horizon is None and cleaning3.batches_removed == 1
 
 
-def test_keyless_records_go_and_compressed_batches_are_kept_whole() -> None:
+def test_keyless_records_go() -> None:
     keyless = batch(0, [(0, None, b"1"), (1, b"a", b"1")])
     assert keyless_record(keyless)
     assert not keyless_record(batch(0, [(0, b"a", b"1")]))
-    gz = batch(2, [(0, b"a", b"old"), (1, None, b"x")], compression=1)
-    assert not keyless_record(gz)  # compressed: not read
-    kept, _ = clean([keyless, gz])
-    assert records(kept) == [
-        (1, b"a", b"1", NOW + 1),
-        (2, b"a", b"old", NOW),
-        (3, None, b"x", NOW + 1),
-    ]
-    assert kept[1] == gz
+    kept, _ = clean([keyless])
+    assert records(kept) == [(1, b"a", b"1", NOW + 1)]
 
 
 def test_aborted_records_go_at_once_and_markers_when_their_records_are_gone() -> None:

@@ -8,6 +8,8 @@ import uuid
 from typing import Any
 
 from aiokafka.record.default_records import DefaultRecordBatch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.coordinator import (
     ConsumerGroupHeartbeat,
@@ -113,3 +115,72 @@ def test_compaction_keeps_each_key_s_latest_record_and_drops_old_tombstones() ->
     view.compact(0, now=10**13 + DELETE_RETENTION_MS)
     assert [k["partition"] for _, _, k, _ in records(view)] == [1]
     assert log.high_watermark == COMPACT_SLACK + 6
+
+
+# (kind, group, partitions or partition, read afterwards): a commit of one topic's partitions,
+# or an offset tombstone; ``read`` flushes the view as a follower's Fetch would.
+_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["commit", "commit", "commit", "tombstone"]),
+        st.sampled_from(["g1", "g2"]),
+        st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True),
+        st.booleans(),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=_ops, slack=st.sampled_from([0, 3, COMPACT_SLACK]))
+def test_commits_spelled_out_when_read_match_one_record_per_partition(
+    ops: list[tuple[str, str, list[int], bool]], slack: int
+) -> None:
+    """Commits are kept one tuple a commit and folded while nobody reads; whatever a reader
+    sees must be what one record per partition would give: each record at the offset it was
+    handed, offsets never reused, the latest value of every key at its newest offset, and
+    nothing superseded appearing after a newer record of its key was shown."""
+    import broker.log.consumer_offsets as co
+
+    saved = co.COMPACT_SLACK
+    co.COMPACT_SLACK = slack
+    try:
+        view = OffsetsTopic("cluster", 1)
+        view.create()
+        sink = view.sink(0, None)
+        newest: dict[tuple[str, int], tuple[int, int | None]] = {}  # key -> (offset, value)
+        shown: dict[tuple[str, int], int] = {}
+        next_offset = 0
+        seen = 0
+        for n, (kind, group, parts, read) in enumerate(ops):
+            if kind == "commit":
+                entries = [(p, n * 10 + p, -1, "") for p in parts]
+                sink.offset_commits(group, "t", entries, 0, None)  # type: ignore[attr-defined]
+                for p in parts:
+                    newest[(group, p)] = (next_offset, n * 10 + p)
+                    next_offset += 1
+            else:
+                sink(OffsetTombstoneRecord(group, "t", parts[0]))
+                newest[(group, parts[0])] = (next_offset, None)
+                next_offset += 1
+            if read:
+                out = records(view)
+                for offset, _name, key, value in out[seen:]:
+                    k = (key["group"], key["partition"])
+                    assert offset > shown.get(k, -1)
+                    shown[k] = offset
+                    assert offset <= newest[k][0]
+                    if offset == newest[k][0]:
+                        assert (value["offset"] if value else None) == newest[k][1]
+                offsets = [o for o, *_ in out]
+                assert offsets == sorted(set(offsets))
+                seen = len(out)
+        view.flush()
+        view.compact(0, now=0)
+        final = {
+            (k["group"], k["partition"]): (o, v["offset"] if v else None)
+            for o, _, k, v in records(view)
+        }
+        assert final == newest
+        assert view.topic.partitions[0].high_watermark == next_offset
+    finally:
+        co.COMPACT_SLACK = saved

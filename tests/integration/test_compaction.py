@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crc32c import crc32c
 
 from broker.log.partition import PartitionLog, now_ms
 from broker.server import KafkaServer
@@ -186,10 +187,6 @@ async def test_the_cleaner_keeps_the_latest_of_each_key_at_its_offset(
         await wait_for(cleaned)
         if on_disk:  # the key map's bound made it many passes
             assert server.cleaner.stats.passes > 20, server.cleaner.stats
-        inodes = []
-        if on_disk:
-            assert plog.store is not None
-            inodes = [seg.path.stat().st_ino for seg in plog.store.segments[:-2]]
         first = await read_log(server.port)
         check_latest(first, tombstones=True)
         assert first[-1][1] == b"~roll" and first[-1][0] == UPDATES + DEAD
@@ -199,9 +196,26 @@ async def test_the_cleaner_keeps_the_latest_of_each_key_at_its_offset(
 
         await wait_for(tombstones_gone)
         check_latest(await read_log(server.port), tombstones=False)
-        if on_disk:  # segments the second pass found clean were not written again
+        if on_disk:
+            # the cleaned segments were merged (as Kafka groups them, up to segment.bytes):
+            # from over 20 to a few, in the data dir as in the partition's list
             assert plog.store is not None
-            assert [seg.path.stat().st_ino for seg in plog.store.segments[:-2]] == inodes
+            segments = plog.store.segments  # type: ignore[attr-defined]
+            files = sorted(p.name for p in plog.store.directory.iterdir())  # type: ignore[attr-defined]
+            assert [f for f in files if f.endswith(".log")] == [s.path.name for s in segments]
+            # (greedy groups: any two next to each other hold more than segment.bytes)
+            assert len(segments) <= 6, files
+            assert not [f for f in files if f.endswith((".cleaned", ".swap", ".deleted"))]
+            # a pass that changes nothing writes nothing (groups of one segment, unchanged):
+            # once no more segments can be merged, passes leave the files as they are
+            for _ in range(4):
+                inodes = [s.path.stat().st_ino for s in plog.store.segments]  # type: ignore[attr-defined]
+                plog.cleaned_to = 0  # all of it dirty again
+                assert await server.cleaner.clean_once(now_ms() + 1)
+                if [s.path.stat().st_ino for s in plog.store.segments] == inodes:  # type: ignore[attr-defined]
+                    break
+            else:
+                raise AssertionError("every pass wrote segments again")
         assert plog.size_bytes < 64 * 1024 + ROLL
 
 
@@ -220,6 +234,24 @@ async def test_keyless_records_are_refused_by_a_compacted_topic(server: KafkaSer
         good = build_batch([(0, b"k", b"v", now)])
         ok = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, good)))
         assert ok["error_code"] == 0 and ok["base_offset"] == 0
+        # compressed batches are read for it too (Kafka's LogValidator decompresses them)
+        from tests.support.kafka_wire import build_batch as aiokafka_batch
+
+        for codec in (1, 2, 3, 4):
+            packed = aiokafka_batch(
+                [(b"k", b"v", [], now), (None, b"v", [], now)], compression=codec
+            )
+            resp = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, packed)))
+            assert resp["error_code"] == 87, (codec, resp)
+            packed = aiokafka_batch([(b"k", b"v", [], now)], compression=codec)
+            resp = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, packed)))
+            assert resp["error_code"] == 0, (codec, resp)
+        # one that does not decompress: CORRUPT_MESSAGE (Kafka's CorruptRecordException)
+        bad = bytearray(aiokafka_batch([(b"k", b"v" * 100, [], now)], compression=4))
+        bad[70:80] = b"\xff" * 10
+        bad[17:21] = crc32c(memoryview(bad)[21:]).to_bytes(4, "big")
+        resp = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, bytes(bad))))
+        assert resp["error_code"] == 2, resp
 
 
 def _with_null_key(now: int) -> bytes:
@@ -394,6 +426,70 @@ async def test_kill_9_while_cleaning_loses_nothing(tmp_path: Path) -> None:
         assert loaded["batches_read"] > 0
         check_latest(await read_log(broker.port), tombstones=True)
         await broker.stop()
+
+
+async def test_kill_9_while_merging_segments_loses_nothing(tmp_path: Path) -> None:
+    """segment.bytes raised after the log was written (72 full segments of 32 KiB): the next
+    pass cleans them into one (Kafka's grouping), and a broker killed while it writes that
+    segment comes back with every key's latest value in the old segments; a clean pass then
+    leaves one closed segment."""
+    data = tmp_path / "data"
+    part_dir = data / "topics" / f"{TOPIC}-0"
+
+    def logs() -> list[Path]:
+        return sorted(part_dir.glob("*.log"))
+
+    async with broker_process(data) as broker:
+        await broker.start("--log-cleaner-enable", "false")
+        async with await WireClient.connect(broker.port) as wire:
+            await create_topic(wire, TOPIC, 1, CONFIGS)
+            await produce_all(broker.port, update_batches())
+            alter = {
+                "resources": [
+                    {
+                        "resource_type": 2,
+                        "resource_name": TOPIC,
+                        "configs": [
+                            {"name": "segment.bytes", "config_operation": 0, "value": "8000000"}
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            }
+            (res,) = (await wire.request(44, 0, alter))["responses"]
+            assert res["error_code"] == 0, res
+        await broker.stop()
+        before = logs()
+        assert len(before) > 50
+
+        slow = ("--log-cleaner-backoff-ms", "50", "--log-cleaner-io-max-bytes-per-second")
+        await broker.start(*slow, "2000000")
+        deadline = time.monotonic() + 30
+        while not list(part_dir.glob("*.log.cleaned")):
+            assert time.monotonic() < deadline, "the cleaner never wrote a .cleaned file"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # well into the group's segment
+        assert not broker.find("log_cleaned", broker.run_start)  # still cleaning
+        await broker.kill()
+        (cut,) = part_dir.glob("*.log.cleaned")  # what the crash left: one group's segment
+        assert cut.name == before[0].name + ".cleaned"
+
+        await broker.start("--log-cleaner-enable", "false")
+        assert logs() == before
+        assert not [p for p in part_dir.iterdir() if p.suffix in (".cleaned", ".swap")]
+        assert latest_of(await read_log(broker.port)) == expected()
+        await broker.stop()
+
+        await broker.start("--log-cleaner-backoff-ms", "50")
+        await broker.wait_for_event("log_cleaned", timeout=30)
+        check_latest(await read_log(broker.port), tombstones=True)
+        await broker.stop()
+        (event,) = broker.find("log_cleaned", broker.run_start)
+        assert event["segments_rewritten"] == len(before) - 1
+        assert len(logs()) == 2  # the merged one, and the active segment
+        assert sorted(p.name for p in part_dir.iterdir() if ".log" in p.name) == [
+            p.name for p in logs()
+        ]
 
 
 # --- topic configs --------------------------------------------------------------------------

@@ -8,112 +8,22 @@ each, whose value starts with its own offset so every fetched batch is checked w
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
-from crc32c import crc32c
 from structlog.testing import capture_logs
 
 from broker.testing import running_server
 from tests.support.broker_process import BrokerProcess, broker_process
-from tests.support.kafka_wire import (
-    WireClient,
-    build_batch,
-    create_topic,
-    encode_request,
-    fetch_request,
-    produce_request,
-)
+from tests.support.kafka_wire import WireClient, create_topic
+from tests.support.segment_data import BATCH, MiB, produce_raw, read_all, template
+from tests.support.segment_data import rss as vm_rss
 
 TOPIC = "big"
-VALUE = 1000  # bytes of each record's value: batches of BATCH bytes
-MiB = 1024 * 1024
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-def _template() -> tuple[bytearray, int]:
-    """One batch and where in it its value starts (patched per batch, CRC redone)."""
-    marker = b"\xab" * 8
-    batch = bytearray(build_batch([(None, marker + b"v" * (VALUE - 8), [])]))
-    return batch, batch.index(marker)
-
-
-def batches(n: int, first: int = 0) -> list[bytes]:
-    template, at = _template()
-    out = []
-    for i in range(first, first + n):
-        template[at : at + 8] = b"%08d" % i
-        struct.pack_into(">I", template, 17, crc32c(bytes(template[21:])))
-        out.append(bytes(template))
-    return out
-
-
-async def produce_raw(port: int, topic: str, n: int, first: int = 0, window: int = 256) -> int:
-    """Produce ``n`` batches as raw frames, ``window`` in flight, to a partition whose high
-    watermark is ``first``; returns the last offset."""
-    frames = [
-        encode_request(0, 8, i, produce_request(topic, 0, b, acks=1), "raw")
-        for i, b in enumerate(batches(n, first))
-    ]
-    last = -1
-    async with await WireClient.connect(port) as wire:
-        for start in range(0, n, window):
-            chunk = frames[start : start + window]
-            wire.writer.write(b"".join(chunk))
-            await wire.writer.drain()
-            for _ in chunk:
-                frame = await wire.read_frame()
-            resp = wire_decode_produce(frame)
-            assert resp == first + start + len(chunk) - 1, (resp, start)
-            last = resp
-    return last
-
-
-def wire_decode_produce(frame: bytes) -> int:
-    from tests.support.kafka_wire import decode_response
-
-    _corr, body = decode_response(0, 8, frame)
-    (part,) = body["responses"][0]["partition_responses"]
-    assert part["error_code"] == 0, part
-    return int(part["base_offset"])
-
-
-async def read_all(port: int, topic: str, start: int, end: int, value_at: int) -> int:
-    """Fetch [start, end) and check every batch: contiguous offsets, each value its offset.
-    Returns how many batches came back."""
-    offset = start
-    seen = 0
-    async with await WireClient.connect(port) as wire:
-        while offset < end:
-            req = fetch_request(topic, 0, offset, max_bytes=8 * MiB, partition_max_bytes=8 * MiB)
-            resp = await wire.request(1, 11, req)
-            ((part,),) = [t["partitions"] for t in resp["responses"]]
-            assert part["error_code"] == 0, part
-            data = part["records"] or b""
-            assert data, f"nothing at {offset} below {end}"
-            pos = 0
-            while pos < len(data):
-                base = _I64.unpack_from(data, pos)[0]
-                length = _I32.unpack_from(data, pos + 8)[0] + 12
-                if base >= offset:  # the first batch may start before the offset asked
-                    assert base == offset, (base, offset)
-                    assert data[pos + value_at : pos + value_at + 8] == b"%08d" % base
-                    offset = base + 1
-                    seen += 1
-                pos += length
-    return seen
-
-
-BATCH = len(_template()[0])
 
 
 def rss(broker: BrokerProcess) -> int:
     assert broker.proc is not None
-    for line in Path(f"/proc/{broker.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    return vm_rss(broker.proc.pid)
 
 
 def loaded(broker: BrokerProcess) -> dict[str, int]:
@@ -124,7 +34,7 @@ def loaded(broker: BrokerProcess) -> dict[str, int]:
 async def test_a_log_many_times_the_cache_is_served_from_its_segments(tmp_path: Path) -> None:
     total = 64 * MiB // BATCH  # 64 MiB of ~1 KiB batches
     segment_bytes = 16 * MiB
-    _, value_at = _template()
+    _, value_at = template()
     async with broker_process(tmp_path / "data", args=("--log-cache-bytes", str(4 * MiB))) as b:
         await b.start()
         async with await WireClient.connect(b.port) as wire:
@@ -181,7 +91,7 @@ async def test_a_log_many_times_the_cache_is_served_from_its_segments(tmp_path: 
 
 async def test_in_memory_the_bound_deletes_the_oldest_batches_first() -> None:
     bound = 2 * MiB
-    _, value_at = _template()
+    _, value_at = template()
     with capture_logs() as logs:
         async with running_server(max_memory_bytes=bound, log_level="warning") as server:
             async with await WireClient.connect(server.port) as wire:

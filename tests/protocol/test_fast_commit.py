@@ -18,6 +18,7 @@ names = st.text(max_size=30)
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
 tags = st.dictionaries(st.integers(0, 300), st.binary(max_size=4), max_size=2)
+nonempty_tags = st.dictionaries(st.integers(0, 300), st.binary(max_size=4), min_size=1, max_size=2)
 parts = st.lists(
     st.tuples(int32, int64, int32, st.none() | st.text(max_size=20), int64, tags), max_size=4
 )
@@ -90,6 +91,52 @@ def test_offset_commit_decoder_matches_the_general_codec(
     frame = prefix + spec.encode_request(
         request(version, group, gen, member, instance, retention, tps, top_tags)
     )
+    _agree(version, frame, len(prefix))
+
+
+# Commits as clients send them: many partitions, no metadata (empty or null) and no tags;
+# sometimes one partition with metadata or tags among them.
+usual_parts = st.lists(
+    st.tuples(int32, int64, int32, st.sampled_from(["", None]), int64, st.just({})),
+    min_size=1,
+    max_size=40,
+)
+odd_part = st.tuples(int32, int64, int32, st.text(min_size=1, max_size=5), int64, tags) | st.tuples(
+    int32, int64, int32, st.sampled_from(["", None]), int64, nonempty_tags
+)
+
+
+@given(
+    version=st.integers(0, 10),
+    tps=st.lists(
+        st.tuples(names, st.uuids(), usual_parts, st.just({})).flatmap(
+            lambda t: st.one_of(
+                st.just(t),
+                st.tuples(st.integers(0, len(t[2]) - 1), odd_part).map(
+                    lambda x: (t[0], t[1], [*t[2][: x[0]], x[1], *t[2][x[0] + 1 :]], t[3])
+                ),
+            )
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    cut=st.integers(1, 40),
+)
+def test_offset_commit_decoder_reads_usual_commits_as_the_general_codec(
+    version: int, tps: list[Any], cut: int
+) -> None:
+    spec = lookup(8, version)
+    assert spec is not None
+    frame = spec.encode_request(request(version, "g", 1, "m", None, -1, tps, {}))
+    _agree(version, frame, 0)
+    with pytest.raises(ValueError):  # a frame cut short is refused, never half-read
+        decode_offset_commit(frame[: max(0, len(frame) - cut)], 0, version)
+
+
+def _agree(version: int, frame: bytes, start: int) -> None:
+    spec = lookup(8, version)
+    assert spec is not None
+    prefix = frame[:start]
     general = spec.decode_request(frame, len(prefix))
     ours = decode_offset_commit(frame, len(prefix), version)
     assert ours["group_id"] == general["group_id"]
