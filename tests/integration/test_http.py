@@ -230,9 +230,10 @@ def slow_data_dir(root: Path) -> Path:
                 coordinator.commit_offsets(OffsetCommit(f"g{g}", (OffsetCommitTopic("t", parts),)))
                 if g % 100 == 0:
                     await asyncio.sleep(0)  # the records are written as the loop turns
+            state.before_send()  # every record in the file, as before an answer goes out
 
+        state = broker.server.broker
         asyncio.run_coroutine_threadsafe(fill(), broker._loop).result(60)
-        time.sleep(0.3)
         shutil.copytree(root / "live", root / "crashed")  # what is in the files now
     finally:
         broker.stop()
