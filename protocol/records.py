@@ -104,7 +104,8 @@ def stamp_log_append_time(batch: bytearray, now_ms: int) -> None:
     _CRC.pack_into(batch, 17, crc32c(memoryview(batch)[21:]))
 
 
-def _zigzag(value: int) -> bytes:
+def zigzag(value: int) -> bytes:
+    """A signed varint (zigzag), as record fields are written."""
     v = (value << 1) ^ (value >> 63)
     out = bytearray()
     while v >= 0x80:
@@ -129,15 +130,15 @@ def control_batch(
     value = struct.pack(">hi", 0, coordinator_epoch)
     body = (
         b"\x00"  # record attributes
-        + _zigzag(0)  # timestamp delta
-        + _zigzag(0)  # offset delta
-        + _zigzag(len(key))
+        + zigzag(0)  # timestamp delta
+        + zigzag(0)  # offset delta
+        + zigzag(len(key))
         + key
-        + _zigzag(len(value))
+        + zigzag(len(value))
         + value
-        + _zigzag(0)  # headers
+        + zigzag(0)  # headers
     )
-    record = _zigzag(len(body)) + body
+    record = zigzag(len(body)) + body
     batch = bytearray(
         _HEADER.pack(
             0,
@@ -209,12 +210,12 @@ def build_batch(records: list[tuple[int, bytes, bytes | None, int]]) -> bytes:
     body = bytearray()
     for offset, key, value, ts in records:
         rec = bytearray(b"\x00")  # record attributes
-        rec += _zigzag(ts - base_ts)
-        rec += _zigzag(offset - base)
-        rec += _zigzag(len(key)) + key
-        rec += _zigzag(-1) if value is None else _zigzag(len(value)) + value
-        rec += _zigzag(0)  # headers
-        body += _zigzag(len(rec)) + rec
+        rec += zigzag(ts - base_ts)
+        rec += zigzag(offset - base)
+        rec += zigzag(len(key)) + key
+        rec += zigzag(-1) if value is None else zigzag(len(value)) + value
+        rec += zigzag(0)  # headers
+        body += zigzag(len(rec)) + rec
     batch = bytearray(
         _HEADER.pack(
             base,

@@ -210,8 +210,11 @@ class LogCleaner:
                 return
             swapped = len(old)
             range_bytes = sum(len(b.data) for b in old)
-            self.stats.bytes_read += 2 * sum(len(b.data) for b in old)
-            self.stats.bytes_written += sum(len(b.data) for b in new if b not in old)
+            self.stats.bytes_read += 2 * range_bytes
+            # batches kept as they were are the same objects (a list's ``in`` compared every
+            # new batch with every old one, field by field)
+            unchanged = {id(b) for b in old}
+            self.stats.bytes_written += sum(len(b.data) for b in new if id(b) not in unchanged)
         if cleaning.removed_markers:
             gone = set(cleaning.removed_markers)
             plog.txn.aborted = [a for a in plog.txn.aborted if a.last_offset not in gone]

@@ -49,6 +49,7 @@ from protocol.records import (
     InvalidBatch,
     parse_header,
     read_zigzag,
+    zigzag,
 )
 
 DELETE_HORIZON_BIT = 0x40  # Kafka's DefaultRecordBatch.DELETE_HORIZON_FLAG_MASK
@@ -74,16 +75,6 @@ __all__ = [
 # A record: (attributes, timestamp delta, offset delta, key or None, tombstone, where its key
 # length starts, where it ends); a plain tuple, as a pass makes one per record.
 Record = tuple[int, int, int, bytes | None, bool, int, int]
-
-
-def _zigzag(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def records(data: bytes) -> list[Record]:
@@ -375,8 +366,8 @@ def _encode(data: bytes, kept: list[Record], base_ts: int, attributes: int) -> b
     f = list(_HEADER.unpack_from(data, 0))
     body = bytearray()
     for attrs, ts_delta, offset_delta, _key, _tomb, tail, end in kept:
-        rec = bytes((attrs,)) + _zigzag(ts_delta) + _zigzag(offset_delta) + data[tail:end]
-        body += _zigzag(len(rec))
+        rec = bytes((attrs,)) + zigzag(ts_delta) + zigzag(offset_delta) + data[tail:end]
+        body += zigzag(len(rec))
         body += rec
     codec = attributes & COMPRESSION_MASK
     if codec:  # written again with the batch's own codec, as Kafka's cleaner does
