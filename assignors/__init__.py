@@ -1,11 +1,11 @@
 """Partition assignors as pure functions: range, roundrobin, sticky, cooperative-sticky, failover.
 
-The KIP-848 server-side assignors ``uniform`` and ``range`` live in ``assignors.server``
+The KIP-848 server-side assignors ``uniform`` and ``range`` live in ``kgroupd.assignors.server``
 (``SERVER_ASSIGNORS``, re-exported here).
 
 ``GroupSpec`` in, ``GroupAssignment`` out; no I/O and no broker imports, so the
 same code serves Python consumers (through the aiokafka adapters in
-``assignors.adapters``) and the broker's server-side assignment.
+``kgroupd.assignors.adapters``) and the broker's server-side assignment.
 The adapter classes are also importable from here (loaded lazily, on first use).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from assignors.codec import (
+from kgroupd.assignors.codec import (
     Assignment,
     CodecError,
     Subscription,
@@ -25,7 +25,7 @@ from assignors.codec import (
     encode_priority,
     encode_subscription,
 )
-from assignors.server import (
+from kgroupd.assignors.server import (
     DEFAULT_SERVER_ASSIGNOR,
     SERVER_ASSIGNORS,
     RangeServerAssignor,
@@ -37,18 +37,18 @@ from assignors.server import (
     range_server_assign,
     uniform_assign,
 )
-from assignors.simple import failover_assign, range_assign, roundrobin_assign
-from assignors.spec import (
+from kgroupd.assignors.simple import failover_assign, range_assign, roundrobin_assign
+from kgroupd.assignors.spec import (
     DEFAULT_GENERATION,
     GroupAssignment,
     GroupSpec,
     MemberSpec,
     TopicPartition,
 )
-from assignors.sticky import cooperative_sticky_assign, minimum_moves, sticky_assign
+from kgroupd.assignors.sticky import cooperative_sticky_assign, minimum_moves, sticky_assign
 
 if TYPE_CHECKING:
-    from assignors.adapters import (
+    from kgroupd.assignors.adapters import (
         FailoverAssignor,
         RangeAssignor,
         RoundRobinAssignor,
@@ -107,7 +107,7 @@ _ADAPTERS = frozenset({"FailoverAssignor", "RangeAssignor", "RoundRobinAssignor"
 
 def __getattr__(name: str) -> Any:
     if name in _ADAPTERS:
-        from assignors import adapters
+        from kgroupd.assignors import adapters
 
         return getattr(adapters, name)
-    raise AttributeError(f"module 'assignors' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

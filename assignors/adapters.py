@@ -2,7 +2,7 @@
 
 Pass them (as instances) to any aiokafka consumer, against kgroupd or Kafka::
 
-    from assignors.adapters import FailoverAssignor, StickyAssignor
+    from kgroupd.assignors.adapters import FailoverAssignor, StickyAssignor
 
     consumer = AIOKafkaConsumer(
         "orders",
@@ -39,22 +39,22 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from assignors.codec import (
+from kgroupd.assignors.codec import (
     INT32_MIN,
     CodecError,
     decode_sticky_user_data,
     encode_priority,
     encode_sticky_user_data,
 )
-from assignors.simple import failover_assign, range_assign, roundrobin_assign
-from assignors.spec import (
+from kgroupd.assignors.simple import failover_assign, range_assign, roundrobin_assign
+from kgroupd.assignors.spec import (
     DEFAULT_GENERATION,
     GroupAssignment,
     GroupSpec,
     MemberSpec,
     TopicPartition,
 )
-from assignors.sticky import sticky_assign
+from kgroupd.assignors.sticky import sticky_assign
 
 __all__ = ["FailoverAssignor", "RangeAssignor", "RoundRobinAssignor", "StickyAssignor"]
 
@@ -109,7 +109,7 @@ def _subscription(version: int, topics: Iterable[str], user_data: bytes) -> Any:
 
 
 class RangeAssignor(AbstractPartitionAssignor):
-    """Kafka's ``range`` strategy (see ``assignors.simple.range_assign``)."""
+    """Kafka's ``range`` strategy (see ``kgroupd.assignors.simple.range_assign``)."""
 
     name = "range"
     version = 0
@@ -130,7 +130,7 @@ class RangeAssignor(AbstractPartitionAssignor):
 
 
 class RoundRobinAssignor(AbstractPartitionAssignor):
-    """Kafka's ``roundrobin`` strategy (see ``assignors.simple.roundrobin_assign``)."""
+    """Kafka's ``roundrobin`` strategy (see ``kgroupd.assignors.simple.roundrobin_assign``)."""
 
     name = "roundrobin"
     version = 0
@@ -151,7 +151,7 @@ class RoundRobinAssignor(AbstractPartitionAssignor):
 
 
 class StickyAssignor(AbstractPartitionAssignor):
-    """Kafka's eager ``sticky`` strategy (see ``assignors.sticky.sticky_assign``)."""
+    """Kafka's eager ``sticky`` strategy (see ``kgroupd.assignors.sticky.sticky_assign``)."""
 
     name = "sticky"
     version = 0

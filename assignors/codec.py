@@ -27,7 +27,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from assignors.spec import DEFAULT_GENERATION, TopicPartition, group_partitions
+from kgroupd.assignors.spec import DEFAULT_GENERATION, TopicPartition, group_partitions
 
 __all__ = [
     "ASSIGNMENT_MAX_VERSION",

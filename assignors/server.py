@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from assignors.server_uniform import (
+from kgroupd.assignors.server_uniform import (
     kafka_topic_order,
     uniform_heterogeneous,
     uniform_homogeneous,

@@ -1,4 +1,4 @@
-"""The KIP-848 ``uniform`` server assignor's two builders (see ``assignors.server``).
+"""The KIP-848 ``uniform`` server assignor's two builders (see ``kgroupd.assignors.server``).
 
 Both follow Kafka's group coordinator (``UniformHomogeneousAssignmentBuilder`` and
 ``UniformHeterogeneousAssignmentBuilder``, Kafka 4.x), with every iteration order that is a

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from assignors.codec import decode_priority
-from assignors.spec import GroupAssignment, GroupSpec, MemberSpec, TopicPartition
+from kgroupd.assignors.codec import decode_priority
+from kgroupd.assignors.spec import GroupAssignment, GroupSpec, MemberSpec, TopicPartition
 
 __all__ = ["failover_assign", "member_order_key", "range_assign", "roundrobin_assign"]
 

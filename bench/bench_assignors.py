@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from assignors import (
+from kgroupd.assignors import (
     GroupAssignment,
     GroupSpec,
     MemberSpec,

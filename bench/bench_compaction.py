@@ -37,10 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from broker.log.cleaner import _clean_memory  # noqa: E402
-from broker.log.compaction import Throttle  # noqa: E402
-from broker.log.partition import StoredBatch  # noqa: E402
-from protocol.records import build_batch, with_base_offset  # noqa: E402
+from kgroupd.broker.log.cleaner import _clean_memory  # noqa: E402
+from kgroupd.broker.log.compaction import Throttle  # noqa: E402
+from kgroupd.broker.log.partition import StoredBatch  # noqa: E402
+from kgroupd.protocol.records import build_batch, with_base_offset  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.support.kafka_wire import (  # noqa: E402
     WireClient,

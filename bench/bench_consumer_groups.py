@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import _harness as h
 
-from protocol.messages import MessageSpec, lookup
+from kgroupd.protocol.messages import MessageSpec, lookup
 
 _SIZE = struct.Struct(">i")
 _HDR = struct.Struct(">hhih")

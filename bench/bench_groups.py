@@ -6,7 +6,7 @@
 CASE is ``rebalance``, ``heartbeat``, ``commit`` or ``groups`` (default: all four).
 
 The clients are raw asyncio connections (uvloop, ``asyncio.Protocol``) sending frames encoded
-before the clock starts (``protocol.messages`` structs plus request header v1; per-round
+before the clock starts (``kgroupd.protocol.messages`` structs plus request header v1; per-round
 fields such as the generation are patched into the bytes), so the client's cost stays small:
 JoinGroup v1 (no MEMBER_ID_REQUIRED round trip), SyncGroup v1, Heartbeat v1, OffsetCommit v2.
 kgroupd runs with ``--initial-rebalance-delay-ms 0``. Tansu cannot be told to skip its own
@@ -1037,7 +1037,7 @@ def in_process_main(args: argparse.Namespace) -> None:
     else runs in it while timed, and it does not wait on I/O) per request or per rebalance
     round, which background load does not inflate as it does wall time; optionally under
     py-spy."""
-    from broker.logging import configure_logging
+    from kgroupd.broker.logging import configure_logging
 
     configure_logging("json", "warning")
     print(f"# {h.kgroupd_revision()}; load avg {load():.2f}")
@@ -1097,9 +1097,9 @@ async def in_process_async(args: argparse.Namespace) -> None:
 
     import profile_hotpath as ph
 
-    from broker.config import BrokerConfig, TopicSpec
-    from broker.connection import KafkaConnection
-    from broker.server import KafkaServer
+    from kgroupd.broker.config import BrokerConfig, TopicSpec
+    from kgroupd.broker.connection import KafkaConnection
+    from kgroupd.broker.server import KafkaServer
 
     capture = _transport_class()
     config = dataclasses.replace(

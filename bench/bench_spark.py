@@ -81,7 +81,7 @@ async def produce(bootstrap: str, records: int, value_bytes: int, partitions: in
 def session() -> Any:
     from pyspark.sql import SparkSession
 
-    from pipeline.source import KgroupdDataSource
+    from kgroupd.pipeline.source import KgroupdDataSource
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

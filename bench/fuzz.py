@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from hypothesis import HealthCheck, given, settings
 
 from bench._harness import BrokerProcess, create_topic, machine, stamp
-from protocol.messages import lookup
+from kgroupd.protocol.messages import lookup
 from tests.support.fuzz import (
     MUTATIONS,
     cases,

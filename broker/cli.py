@@ -1,5 +1,6 @@
-"""``kgroupd``: run the broker (``python -m broker`` is the same); ``kgroupd groups ...`` and
-``kgroupd topics ...`` are the admin tools (``broker.admin``)."""
+"""``kgroupd``: run the broker (``python -m kgroupd.broker`` is the same); ``kgroupd groups ...``
+and
+``kgroupd topics ...`` are the admin tools (``kgroupd.broker.admin``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from broker.config import BrokerConfig, ConfigError, load_config
-from broker.logging import configure_logging
+from kgroupd.broker.config import BrokerConfig, ConfigError, load_config
+from kgroupd.broker.logging import configure_logging
 
 
 class ShutdownError(Exception):
@@ -18,7 +19,7 @@ class ShutdownError(Exception):
 
 
 async def serve(config: BrokerConfig) -> None:
-    from broker.server import KafkaServer
+    from kgroupd.broker.server import KafkaServer
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -52,11 +53,11 @@ def run(coro: Coroutine[Any, Any, None]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] in (["groups"], ["topics"]):  # the admin tools, never on the serving path
-        from broker.admin import main as admin_main
+        from kgroupd.broker.admin import main as admin_main
 
         return admin_main(args)
     if "-h" in args or "--help" in args:
-        from broker.admin import TOOLS_HELP
+        from kgroupd.broker.admin import TOOLS_HELP
 
         print(TOOLS_HELP)
     try:
@@ -65,9 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_format, config.log_level)
-    from broker.security.credentials import SecuritySetupError
-    from broker.storage.datadir import DataDirError
-    from broker.storage.entries import StorageError
+    from kgroupd.broker.security.credentials import SecuritySetupError
+    from kgroupd.broker.storage.datadir import DataDirError
+    from kgroupd.broker.storage.entries import StorageError
 
     try:
         run(serve(config))

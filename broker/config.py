@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from broker import group_options, http_options
-from broker.listeners import Listener, ListenerError, build_listeners
-from broker.log import cleaner_options
-from broker.log.topics import TopicError, validate_topic_name
-from broker.option_types import at_least_one, non_negative, port, truth
-from broker.security import options as security_options
-from broker.storage import options as storage_options
+from kgroupd.broker import group_options, http_options
+from kgroupd.broker.listeners import Listener, ListenerError, build_listeners
+from kgroupd.broker.log import cleaner_options
+from kgroupd.broker.log.topics import TopicError, validate_topic_name
+from kgroupd.broker.option_types import at_least_one, non_negative, port, truth
+from kgroupd.broker.security import options as security_options
+from kgroupd.broker.storage import options as storage_options
 
 
 def new_cluster_id() -> str:
@@ -56,10 +56,12 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
-    listeners: str | None = None  # Kafka-style (broker.listeners); unset: PLAINTEXT host:port
+    listeners: str | None = (
+        None  # Kafka-style (kgroupd.broker.listeners); unset: PLAINTEXT host:port
+    )
     advertised_listeners: str | None = None
     listener_security_protocol_map: str | None = None
-    ssl_certfile: str | None = None  # TLS and SASL (broker.security.options)
+    ssl_certfile: str | None = None  # TLS and SASL (kgroupd.broker.security.options)
     ssl_keyfile: str | None = None
     ssl_cafile: str | None = None
     ssl_client_auth: str = "none"  # Kafka: ssl.client.auth
@@ -117,7 +119,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     log_cache_bytes: int = storage_options.DEFAULT_LOG_CACHE_BYTES  # with --data-dir
     log_index_interval_bytes: int | None = None  # Kafka: log.index.interval.bytes; None: 4096
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
-    # the HTTP listener and metrics (broker.http_options)
+    # the HTTP listener and metrics (kgroupd.broker.http_options)
     http: bool = True
     http_host: str | None = None  # None: the first Kafka listener's host
     http_port: int = 8080
@@ -129,7 +131,8 @@ class BrokerConfig(cleaner_options.CleanerSettings):
         return self.fsync or "always"
 
     def listener_list(self) -> list[Listener]:
-        """The listeners to bind (``broker.listeners``); ``ConfigError`` for bad settings."""
+        """The listeners to bind (``kgroupd.broker.listeners``); ``ConfigError`` for bad
+        settings."""
         try:
             return build_listeners(
                 self.listeners,

@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
 
-from broker.handlers import HANDLERS
-from broker.handlers.api_versions import api_versions_body
-from broker.handlers.registry import Held, RequestContext
-from broker.request_pool import RequestMemoryPool
-from broker.security.acls import Access
-from broker.security.options import SASL_PROTOCOLS
-from broker.security.rules import ACCESS
-from broker.security.sasl import SaslSession
-from broker.security.tls import ANONYMOUS, principal
-from protocol.errors import ErrorCode
-from protocol.fast import Chunks
-from protocol.framing import (
+from kgroupd.broker.handlers import HANDLERS
+from kgroupd.broker.handlers.api_versions import api_versions_body
+from kgroupd.broker.handlers.registry import Held, RequestContext
+from kgroupd.broker.request_pool import RequestMemoryPool
+from kgroupd.broker.security.acls import Access
+from kgroupd.broker.security.options import SASL_PROTOCOLS
+from kgroupd.broker.security.rules import ACCESS
+from kgroupd.broker.security.sasl import SaslSession
+from kgroupd.broker.security.tls import ANONYMOUS, principal
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast import Chunks
+from kgroupd.protocol.framing import (
     FrameDecoder,
     FrameError,
     encode_response,
@@ -43,11 +43,11 @@ from protocol.framing import (
     peek_api,
     response_header,
 )
-from protocol.messages import MessageSpec, lookup
+from kgroupd.protocol.messages import MessageSpec, lookup
 
 if TYPE_CHECKING:
-    from broker.metrics import BrokerStats
-    from broker.state import Broker
+    from kgroupd.broker.metrics import BrokerStats
+    from kgroupd.broker.state import Broker
 
 
 class ConnectionHost(Protocol):

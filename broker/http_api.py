@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from broker.live import QUEUE_LIMIT, LiveEvents
-from broker.views import group_view, groups_view, topics_view
+from kgroupd.broker.live import QUEUE_LIMIT, LiveEvents
+from kgroupd.broker.views import group_view, groups_view, topics_view
 
 if TYPE_CHECKING:
-    from broker.state import Broker
+    from kgroupd.broker.state import Broker
 
 log = structlog.get_logger("kgroupd.http")
 

@@ -10,7 +10,8 @@ rules (KafkaConfig / CoreUtils.listenerListToEndPoints):
   a listener not advertised is advertised as it listens (the hostname for an empty host).
 
 Without ``--listeners`` the shorthand ``--host/--port/--advertised-host/--advertised-port``
-makes one listener named PLAINTEXT. Every protocol of the map is served (``broker.security``).
+makes one listener named PLAINTEXT. Every protocol of the map is served
+(``kgroupd.broker.security``).
 """
 
 from __future__ import annotations

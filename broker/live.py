@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.coordinator.events import GroupEvents, rebalance_reason
-from broker.views import Owner, TopicPartition, assignment, find_group
+from kgroupd.broker.coordinator.events import GroupEvents, rebalance_reason
+from kgroupd.broker.views import Owner, TopicPartition, assignment, find_group
 
 if TYPE_CHECKING:
-    from broker.state import Broker
+    from kgroupd.broker.state import Broker
 
 log = structlog.get_logger("kgroupd.groups")
 

@@ -22,12 +22,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from broker.api_names import api_name
-from broker.coordinator.events import GroupEvents, rebalance_reason
-from protocol.errors import ErrorCode
+from kgroupd.broker.api_names import api_name
+from kgroupd.broker.coordinator.events import GroupEvents, rebalance_reason
+from kgroupd.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.state import Broker
+    from kgroupd.broker.state import Broker
 
 OTHER = "__other__"
 REQUEST_BUCKETS: tuple[float, ...] = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01)

@@ -13,7 +13,7 @@ use it). Topics and groups persist across the tests of a session: give each test
         broker.restart()                         # same port, same data
 
 Settings are the broker's configuration fields (``data_dir``, ``listeners``,
-``create_topics``, ``log_level``, ...), see ``broker.testing.ThreadedBroker``.
+``create_topics``, ``log_level``, ...), see ``kgroupd.broker.testing.ThreadedBroker``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from broker.testing import ThreadedBroker
+from kgroupd.broker.testing import ThreadedBroker
 
 __all__ = ["kgroupd_bootstrap", "kgroupd_broker"]
 

@@ -10,31 +10,31 @@ from collections.abc import Callable
 
 import structlog
 
-from broker.acceptor import BACKLOG, Acceptor
-from broker.config import BrokerConfig, new_cluster_id
-from broker.connection import KafkaConnection
-from broker.coordinator import GroupCoordinator, LoopTimers
-from broker.coordinator.events import GroupEvents, TeeEvents
-from broker.http import HttpListener
-from broker.http_api import Api
-from broker.listeners import Listener, advertised_address
-from broker.live import LiveEvents
-from broker.log.budget import MemoryBudget
-from broker.log.cleaner import LogCleaner
-from broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
-from broker.log.partition import now_ms
-from broker.log.producers import ProducerStateManager
-from broker.log.topics import TopicManager
-from broker.metrics import BrokerCollector, BrokerStats
-from broker.request_pool import RequestMemoryPool
-from broker.security.acls import Authorizer, open_authorizer
-from broker.security.credentials import SecuritySetupError, open_store
-from broker.security.options import TLS_PROTOCOLS
-from broker.security.tls import TlsProtocol, server_context
-from broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
-from broker.storage.offsets_topic_state import OffsetsTopicState
-from broker.storage.options import default_max_memory_bytes
-from broker.transactions import open_transactions
+from kgroupd.broker.acceptor import BACKLOG, Acceptor
+from kgroupd.broker.config import BrokerConfig, new_cluster_id
+from kgroupd.broker.connection import KafkaConnection
+from kgroupd.broker.coordinator import GroupCoordinator, LoopTimers
+from kgroupd.broker.coordinator.events import GroupEvents, TeeEvents
+from kgroupd.broker.http import HttpListener
+from kgroupd.broker.http_api import Api
+from kgroupd.broker.listeners import Listener, advertised_address
+from kgroupd.broker.live import LiveEvents
+from kgroupd.broker.log.budget import MemoryBudget
+from kgroupd.broker.log.cleaner import LogCleaner
+from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
+from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.log.producers import ProducerStateManager
+from kgroupd.broker.log.topics import TopicManager
+from kgroupd.broker.metrics import BrokerCollector, BrokerStats
+from kgroupd.broker.request_pool import RequestMemoryPool
+from kgroupd.broker.security.acls import Authorizer, open_authorizer
+from kgroupd.broker.security.credentials import SecuritySetupError, open_store
+from kgroupd.broker.security.options import TLS_PROTOCOLS
+from kgroupd.broker.security.tls import TlsProtocol, server_context
+from kgroupd.broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
+from kgroupd.broker.storage.offsets_topic_state import OffsetsTopicState
+from kgroupd.broker.storage.options import default_max_memory_bytes
+from kgroupd.broker.transactions import open_transactions
 
 log = structlog.get_logger("kgroupd.server")
 
@@ -56,7 +56,7 @@ class KafkaServer:
         self._housekeeping: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._cleaning: asyncio.Task[None] | None = None
-        self.cleaner: LogCleaner | None = None  # --log-cleaner-enable (broker.log.cleaner)
+        self.cleaner: LogCleaner | None = None  # --log-cleaner-enable (kgroupd.broker.log.cleaner)
         self.port = config.port
         self._tls: ssl.SSLContext | None = None
         self.stats: BrokerStats | None = None
@@ -338,7 +338,7 @@ def open_broker(
             ),
             lambda: None,
         )
-    from broker.storage.durability import Durability
+    from kgroupd.broker.storage.durability import Durability
 
     durability = Durability(config, loop)
     cluster_id, records = durability.open(topics, producers)

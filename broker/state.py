@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.config import BrokerConfig
-from broker.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.coordinator.txn import TransactionCoordinator
-from broker.log.consumer_offsets import OffsetsTopic
-from broker.log.producers import ProducerStateManager
-from broker.log.topics import TopicManager
-from broker.security.acls import Authorizer
-from broker.security.credentials import CredentialStore
+from kgroupd.broker.config import BrokerConfig
+from kgroupd.broker.coordinator import CoordinatorConfig, GroupCoordinator
+from kgroupd.broker.coordinator.txn import TransactionCoordinator
+from kgroupd.broker.log.consumer_offsets import OffsetsTopic
+from kgroupd.broker.log.producers import ProducerStateManager
+from kgroupd.broker.log.topics import TopicManager
+from kgroupd.broker.security.acls import Authorizer
+from kgroupd.broker.security.credentials import CredentialStore
 
 if TYPE_CHECKING:
-    from broker.metrics import BrokerStats
-    from broker.storage.durability import Durability
+    from kgroupd.broker.metrics import BrokerStats
+    from kgroupd.broker.storage.durability import Durability
 
 
 class Broker:
@@ -46,16 +46,16 @@ class Broker:
         self.producers = producers
         self.coordinator = coordinator
         self.transactions = transactions
-        self.credentials = credentials  # SASL users (broker.security.credentials)
+        self.credentials = credentials  # SASL users (kgroupd.broker.security.credentials)
         self.authorizer = authorizer  # --authorizer acl; None: everything is allowed
         self.advertised_host = config.advertised_host or config.host
         self.advertised_port = config.advertised_port or config.port
-        # Under --data-dir: broker.storage.durability.Durability.
+        # Under --data-dir: kgroupd.broker.storage.durability.Durability.
         self.durability = durability
         # __consumer_offsets, the coordinator's records as Kafka shows them
         self.offsets_topic = offsets_topic or OffsetsTopic(cluster_id, config.offsets_partitions)
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
-        # What the hot path counts for /metrics (broker.metrics); None under --no-metrics
+        # What the hot path counts for /metrics (kgroupd.broker.metrics); None under --no-metrics
         self.stats: BrokerStats | None = None
 
     def state_synced(self) -> asyncio.Future[None] | None:
@@ -150,7 +150,7 @@ def coordinator_config(c: BrokerConfig) -> CoordinatorConfig:
 
 
 class TopicsOf:
-    """The coordinator's view of the broker's topics (``broker.coordinator.TopicsView``)."""
+    """The coordinator's view of the broker's topics (``kgroupd.broker.coordinator.TopicsView``)."""
 
     def __init__(self, topics: TopicManager) -> None:
         self._topics = topics

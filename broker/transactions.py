@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.config import BrokerConfig
-from broker.coordinator import GroupCoordinator
-from broker.coordinator.timers import Timers
-from broker.coordinator.txn import TransactionCoordinator, TxnConfig, TxnMarkers
-from broker.log.producers import ProducerStateManager
-from broker.log.topics import TopicManager
+from kgroupd.broker.config import BrokerConfig
+from kgroupd.broker.coordinator import GroupCoordinator
+from kgroupd.broker.coordinator.timers import Timers
+from kgroupd.broker.coordinator.txn import TransactionCoordinator, TxnConfig, TxnMarkers
+from kgroupd.broker.log.producers import ProducerStateManager
+from kgroupd.broker.log.topics import TopicManager
 
 if TYPE_CHECKING:
-    from broker.storage.durability import Durability
+    from kgroupd.broker.storage.durability import Durability
 
 __all__ = ["OFFSETS_TOPIC", "LogMarkers", "open_transactions", "txn_config"]
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
-from broker.coordinator.consumer.group import ConsumerGroup
-from broker.coordinator.group import ClassicGroup
+from kgroupd.broker.coordinator.consumer.group import ConsumerGroup
+from kgroupd.broker.coordinator.group import ClassicGroup
 
 if TYPE_CHECKING:
-    from broker.coordinator.shard import CoordinatorShard
-    from broker.state import Broker
+    from kgroupd.broker.coordinator.shard import CoordinatorShard
+    from kgroupd.broker.state import Broker
 
 TopicPartition = tuple[str, int]
 

@@ -1,6 +1,6 @@
-"""``python -m pipeline --bootstrap-server HOST:PORT``: run the reference streaming job.
+"""``python -m kgroupd.pipeline --bootstrap-server HOST:PORT``: run the reference streaming job.
 
-See ``pipeline.job``. With ``--available-now`` it reads what is on the topic, writes the
+See ``kgroupd.pipeline.job``. With ``--available-now`` it reads what is on the topic, writes the
 windows the watermark has closed, and exits; otherwise it runs until interrupted. It ends
 with one JSON line on stdout: batches, records read, windows written, output and checkpoint.
 A broker that cannot be reached (a Kafka ApiVersions round trip, 10 s) stops it before
@@ -19,11 +19,11 @@ import sys
 
 from pyspark.errors import StreamingQueryException
 
-from pipeline.job import JobConfig, reachable, spark_session, start, summary
+from kgroupd.pipeline.job import JobConfig, reachable, spark_session, start, summary
 
 
 def parse(argv: list[str] | None = None) -> tuple[JobConfig, str]:
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m kgroupd.pipeline", description=__doc__)
     parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the broker")
     parser.add_argument("--topic", default="events")
     parser.add_argument("--group", default="kgroupd-pipeline", help="where progress is committed")
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = reachable(config.bootstrap_server)
     if problem is not None:
         print(
-            f"python -m pipeline: error: cannot reach the broker at "
+            f"python -m kgroupd.pipeline: error: cannot reach the broker at "
             f"{config.bootstrap_server}: {problem}",
             file=sys.stderr,
         )
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary(spark, query, config)), flush=True)
         spark.stop()
     if failure is not None:
-        print(f"python -m pipeline: error: {failure}", file=sys.stderr)
+        print(f"python -m kgroupd.pipeline: error: {failure}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,6 +1,6 @@
 """Produce JSON events for the reference pipeline.
 
-    python -m pipeline.demo_producer --bootstrap-server 127.0.0.1:9092 --count 20000
+    python -m kgroupd.pipeline.demo_producer --bootstrap-server 127.0.0.1:9092 --count 20000
 
 Each event is ``{"key": "sensor-N", "ts": <epoch ms>, "reading": <float>}``, keyed by its
 ``key``. Event times advance ``--spacing-ms`` per event from ``--start-ms`` with up to
@@ -79,7 +79,9 @@ async def produce(bootstrap: str, topic: str, events: list[Event]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.demo_producer", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m kgroupd.pipeline.demo_producer", description=__doc__
+    )
     parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT of the broker")
     parser.add_argument("--topic", default="events")
     parser.add_argument("--partitions", type=int, default=3, help="when creating the topic")

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from pipeline.source import KgroupdDataSource
+from kgroupd.pipeline.source import KgroupdDataSource
 
 EVENT_SCHEMA = "key STRING, ts LONG"
 
@@ -108,7 +108,7 @@ def summary(spark: SparkSession, query: StreamingQuery, config: JobConfig) -> di
 def reachable(bootstrap: str, timeout_s: float = 10.0) -> str | None:
     """None if a broker of the comma-separated ``bootstrap`` answers a Kafka ApiVersions
     request within ``timeout_s``, else why not (naming each address)."""
-    from broker.healthcheck import check
+    from kgroupd.broker.healthcheck import check
 
     problems = []
     for address in bootstrap.split(","):

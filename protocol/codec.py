@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.types import (
+from kgroupd.protocol.types import (
     BOOL,
     BYTES,
     FLOAT64,

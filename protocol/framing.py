@@ -8,8 +8,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from protocol.codec import DecodeError
-from protocol.codec import read_uvarint as _read_uvarint
+from kgroupd.protocol.codec import DecodeError
+from kgroupd.protocol.codec import read_uvarint as _read_uvarint
 
 _INT32 = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id

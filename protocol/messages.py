@@ -1,7 +1,8 @@
 """The message registry: (api_key, version) -> the codecs of its request and its response.
 
 Every served API is defined in ``protocol/schemas`` with our own field trees
-(``protocol.codec``); ``protocol.schemas.SERVED`` is the one table of served version ranges.
+(``kgroupd.protocol.codec``); ``kgroupd.protocol.schemas.SERVED`` is the one table of served
+version ranges.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.codec import VersionCodec
-from protocol.schemas import DEFINITIONS, SERVED
+from kgroupd.protocol.codec import VersionCodec
+from kgroupd.protocol.schemas import DEFINITIONS, SERVED
 
 API_VERSIONS_KEY = 18
 

@@ -1,7 +1,7 @@
 """The wire's primitive types as Kafka's message JSON names them (int8 ... uuid, string,
 bytes, records, arrays of primitives), each able to read and write itself in the classic
 and the compact (flexible-version) encodings, nullable or not; unsigned varints; version
-ranges. ``protocol.codec`` builds message codecs from them."""
+ranges. ``kgroupd.protocol.codec`` builds message codecs from them."""
 
 from __future__ import annotations
 

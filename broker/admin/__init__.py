@@ -1,6 +1,6 @@
 """kgroupd's admin tools: ``kgroupd groups ...`` and ``kgroupd topics ...``.
 
-They speak the Kafka protocol (``broker.admin.client``), so they work against any broker,
+They speak the Kafka protocol (``kgroupd.broker.admin.client``), so they work against any broker,
 kgroupd or Apache Kafka. The broker's serving path never imports this package.
 """
 

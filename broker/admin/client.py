@@ -1,4 +1,4 @@
-"""A small asyncio Kafka admin client on the project's own codec (``protocol.messages``).
+"""A small asyncio Kafka admin client on the project's own codec (``kgroupd.protocol.messages``).
 
 It speaks to any broker (kgroupd or Apache Kafka): every connection asks ApiVersions first
 and each request goes out at the newest version both sides know; TLS through ``ssl``;
@@ -16,9 +16,9 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.framing import read_uvarint
-from protocol.messages import lookup, served_range
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.framing import read_uvarint
+from kgroupd.protocol.messages import lookup, served_range
 
 from .properties import ClientSettings, UsageError
 

@@ -7,7 +7,7 @@ import argparse
 import datetime
 from typing import Any
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from . import kafka_ops as ops
 from .client import AdminClient, KafkaError, error_name

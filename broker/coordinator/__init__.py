@@ -22,7 +22,7 @@ v6+) and call, synchronously on the event loop:
 - ``describe_groups(DescribeGroups)``, ``list_groups(ListGroups)``, ``delete_groups(DeleteGroups)``
 - ``shutdown()``: every parked request answered NOT_COORDINATOR, timers cancelled.
 
-Protocol errors are returned as ``protocol.errors.ErrorCode`` values, never raised.
+Protocol errors are returned as ``kgroupd.protocol.errors.ErrorCode`` values, never raised.
 NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS come from the shard's ``owned`` / ``loading``
 flags (Heartbeat answers NONE while loading).
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 __all__ = [
     "CommitPartitionLike",

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from .commands import (
     Heartbeat,
@@ -93,7 +93,7 @@ class ShardCore:
         # A sink that takes a topic's offset commits at once (no record per partition).
         self.commit_sink = sink.offset_commits if isinstance(sink, BatchRecordSink) else None
         self.groups: dict[str, ClassicGroup] = {}
-        # KIP-848 groups (broker.coordinator.consumer): a group id is classic or consumer
+        # KIP-848 groups (kgroupd.broker.coordinator.consumer): a group id is classic or consumer
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
         # Offsets committed inside transactions, until their marker:

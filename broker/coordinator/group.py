@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from .commands import JoinGroupMember, JoinGroupResult, Protocols, SyncGroupResult
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, ConsumerProtocolError, subscription_topics

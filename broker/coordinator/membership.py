@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from .commands import (
     Heartbeat,

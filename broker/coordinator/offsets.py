@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from .commands import (
     CommitPartitionLike,

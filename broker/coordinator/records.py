@@ -177,7 +177,7 @@ Record = (
     | GroupTombstoneRecord
     | TxnOffsetCommitRecord
     | TxnOffsetMarkerRecord
-    | ConsumerRecord  # KIP-848 consumer groups (broker.coordinator.consumer.records)
+    | ConsumerRecord  # KIP-848 consumer groups (kgroupd.broker.coordinator.consumer.records)
 )
 RecordSink = Callable[[Record], None]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from .commands import DescribedGroup, DescribedMember, ListedGroup
 from .config import CoordinatorConfig

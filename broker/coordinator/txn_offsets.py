@@ -13,7 +13,7 @@ marker are records, so a restart keeps pending offsets pending until the marker 
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from .commands import OffsetCommitResult, TxnOffsetCommit
 from .consumer.commit_checks import validate_consumer_commit

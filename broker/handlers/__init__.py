@@ -1,6 +1,6 @@
 """One module per API. Importing this package registers every handler."""
 
-from broker.handlers import (  # noqa: F401
+from kgroupd.broker.handlers import (  # noqa: F401
     acls,
     admin,
     api_versions,
@@ -17,6 +17,6 @@ from broker.handlers import (  # noqa: F401
     security,
     transactions,
 )
-from broker.handlers.registry import HANDLERS, RequestContext, handler, supported_versions
+from kgroupd.broker.handlers.registry import HANDLERS, RequestContext, handler, supported_versions
 
 __all__ = ["HANDLERS", "RequestContext", "handler", "supported_versions"]

@@ -1,14 +1,14 @@
 """ACL administration: DescribeAcls v1-v3, CreateAcls v1-v3, DeleteAcls v1-v3 (v0 is gone
 since Kafka 4). Without ``--authorizer acl`` each answers SECURITY_DISABLED, as Kafka does
 with no authorizer configured. DescribeAcls needs DESCRIBE on the cluster (checked by the
-connection, ``broker.security.rules``); CreateAcls and DeleteAcls need ALTER."""
+connection, ``kgroupd.broker.security.rules``); CreateAcls and DeleteAcls need ALTER."""
 
 from __future__ import annotations
 
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.security.acls import CLUSTER_NAME, AclBinding, AclFilter
-from broker.security.rules import CLUSTER_ALTER
-from protocol.errors import ErrorCode
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.security.acls import CLUSTER_NAME, AclBinding, AclFilter
+from kgroupd.broker.security.rules import CLUSTER_ALTER
+from kgroupd.protocol.errors import ErrorCode
 
 _DISABLED = "No Authorizer is configured on the broker"
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import uuid
 
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.log.topics import TOPIC_CONFIGS, TopicError
-from broker.security.acls import CLUSTER_NAME
-from broker.security.rules import (
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.log.topics import TOPIC_CONFIGS, TopicError
+from kgroupd.broker.security.acls import CLUSTER_NAME
+from kgroupd.broker.security.rules import (
     CLUSTER_CREATE,
     CLUSTER_DESCRIBE_CONFIGS,
     TOPIC_ALTER,
@@ -23,8 +23,8 @@ from broker.security.rules import (
     TOPIC_DELETE,
     TOPIC_DESCRIBE_CONFIGS,
 )
-from protocol.codec import ZERO_UUID
-from protocol.errors import ErrorCode
+from kgroupd.protocol.codec import ZERO_UUID
+from kgroupd.protocol.errors import ErrorCode
 
 # Kafka 4's controller refuses a request creating more partitions than this at once
 # (KAFKA-17870 for CreateTopics, KAFKA-19673 for CreatePartitions).

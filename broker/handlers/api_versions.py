@@ -8,8 +8,14 @@ v0 body carrying UNSUPPORTED_VERSION and our ranges (see the connection), never 
 
 from __future__ import annotations
 
-from broker.handlers.registry import HANDLERS, Fields, RequestContext, handler, supported_versions
-from protocol.errors import ErrorCode
+from kgroupd.broker.handlers.registry import (
+    HANDLERS,
+    Fields,
+    RequestContext,
+    handler,
+    supported_versions,
+)
+from kgroupd.protocol.errors import ErrorCode
 
 # Feature flags (KIP-584) Kafka 4.3 advertises, each with the API that makes it true here:
 # name -> (api key that must be served, min supported, max supported = finalized level).

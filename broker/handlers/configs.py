@@ -3,7 +3,7 @@
 AlterConfigs replaces a topic's dynamic configs with the ones given (those left out go back
 to their defaults); IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT (the last
 two only to list configs: cleanup.policy) to them. The result is checked as CreateTopics
-checks configs (``broker.log.topics.validate_configs``), then applied to the live topic
+checks configs (``kgroupd.broker.log.topics.validate_configs``), then applied to the live topic
 unless ``validate_only``: DescribeConfigs shows it as DYNAMIC_TOPIC_CONFIG, the next retention
 pass and the next produce follow it, and ``--data-dir`` keeps it in topics.json.
 
@@ -20,12 +20,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.log.partition import now_ms
-from broker.log.topics import TOPIC_CONFIGS, TopicError, validate_configs, validate_topic_name
-from broker.security.acls import CLUSTER_NAME
-from broker.security.rules import CLUSTER_ALTER_CONFIGS, TOPIC_ALTER_CONFIGS
-from protocol.errors import ErrorCode
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.log.topics import (
+    TOPIC_CONFIGS,
+    TopicError,
+    validate_configs,
+    validate_topic_name,
+)
+from kgroupd.broker.security.acls import CLUSTER_NAME
+from kgroupd.broker.security.rules import CLUSTER_ALTER_CONFIGS, TOPIC_ALTER_CONFIGS
+from kgroupd.protocol.errors import ErrorCode
 
 TOPIC = 2
 BROKER = 4

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import uuid
 
-from broker.coordinator import ConsumerGroupDescribe, ConsumerGroupHeartbeat
-from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.security.acls import ResourceType
-from broker.security.rules import GROUP_DESCRIBE
-from protocol.errors import ErrorCode
-from protocol.fast.consumer import (
+from kgroupd.broker.coordinator import ConsumerGroupDescribe, ConsumerGroupHeartbeat
+from kgroupd.broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.security.acls import ResourceType
+from kgroupd.broker.security.rules import GROUP_DESCRIBE
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast.consumer import (
     decode_consumer_group_heartbeat,
     encode_consumer_group_heartbeat_response,
 )

@@ -11,9 +11,9 @@ INVALID_TOPIC_EXCEPTION for internal topics; a failed partition's low watermark 
 
 from __future__ import annotations
 
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.security.rules import TOPIC_DELETE
-from protocol.errors import ErrorCode
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.security.rules import TOPIC_DELETE
+from kgroupd.protocol.errors import ErrorCode
 
 HIGH_WATERMARK = -1
 INVALID_LOW_WATERMARK = -1

@@ -25,12 +25,12 @@ import uuid
 from collections.abc import Coroutine, Generator, Sequence
 from typing import Any
 
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.log.partition import PartitionLog, ReadWouldBlock
-from broker.security.rules import TOPIC_READ
-from protocol.errors import ErrorCode
-from protocol.fast import Chunks, FetchPartition, encode_fetch_response
-from protocol.records import parse_header
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.log.partition import PartitionLog, ReadWouldBlock
+from kgroupd.broker.security.rules import TOPIC_READ
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast import Chunks, FetchPartition, encode_fetch_response
+from kgroupd.protocol.records import parse_header
 
 LEADER_EPOCH = 0
 
@@ -195,7 +195,7 @@ def _response(
     topics: list[tuple[str | uuid.UUID, list[FetchPartition]]],
     code: ErrorCode = ErrorCode.NONE,
 ) -> Chunks:
-    # Encoded by hand (protocol.fast): the stored batches go out without being copied.
+    # Encoded by hand (kgroupd.protocol.fast): the stored batches go out without being copied.
     return encode_fetch_response(version, int(code), 0, topics)
 
 

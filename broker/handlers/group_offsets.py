@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     OffsetCommit,
     OffsetCommitTopic,
     OffsetDelete,
@@ -24,12 +24,12 @@ from broker.coordinator import (
     OffsetFetchResult,
     OffsetFetchTopic,
 )
-from broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
-from broker.handlers.known_partitions import merge_answers, valid_partitions
-from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
-from broker.security.rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE, TOPIC_READ
-from protocol.errors import ErrorCode
-from protocol.fast import decode_offset_commit, encode_offset_commit_response
+from kgroupd.broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
+from kgroupd.broker.handlers.known_partitions import merge_answers, valid_partitions
+from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from kgroupd.broker.security.rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE, TOPIC_READ
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast import decode_offset_commit, encode_offset_commit_response
 
 TOPIC_AUTH = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_AUTH = ErrorCode.GROUP_AUTHORIZATION_FAILED

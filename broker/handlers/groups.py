@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     Deferred,
     Heartbeat,
     JoinGroup,
@@ -25,13 +25,13 @@ from broker.coordinator import (
     SyncGroup,
     SyncGroupResult,
 )
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.security.rules import GROUP_DESCRIBE, TXN_DESCRIBE
-from protocol.errors import ErrorCode
-from protocol.fast import decode_heartbeat, encode_heartbeat_response
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.security.rules import GROUP_DESCRIBE, TXN_DESCRIBE
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast import decode_heartbeat, encode_heartbeat_response
 
 if TYPE_CHECKING:
-    from broker.state import Broker
+    from kgroupd.broker.state import Broker
 
 T = TypeVar("T")
 
@@ -180,7 +180,7 @@ def handle_sync_group(ctx: RequestContext, req: Fields) -> Fields | Any:
 
 @handler(12, decoder=decode_heartbeat)
 def handle_heartbeat(ctx: RequestContext, req: Fields) -> bytes:
-    # The hottest group request: decoded and encoded by hand (protocol.fast).
+    # The hottest group request: decoded and encoded by hand (kgroupd.protocol.fast).
     result = ctx.broker.coordinator.heartbeat(
         Heartbeat(req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"])
     )

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.coordinator import DeleteGroups, DescribeGroups, ListGroups
-from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
-from broker.handlers.group_offsets import when_durable
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.security.acls import CLUSTER_NAME, ResourceType
-from broker.security.rules import CLUSTER_DESCRIBE, GROUP_DELETE, GROUP_DESCRIBE
-from protocol.errors import ErrorCode
+from kgroupd.broker.coordinator import DeleteGroups, DescribeGroups, ListGroups
+from kgroupd.broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
+from kgroupd.broker.handlers.group_offsets import when_durable
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.security.acls import CLUSTER_NAME, ResourceType
+from kgroupd.broker.security.rules import CLUSTER_DESCRIBE, GROUP_DELETE, GROUP_DESCRIBE
+from kgroupd.protocol.errors import ErrorCode
 
 
 def _refused_group(group_id: str) -> Fields:

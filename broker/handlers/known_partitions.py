@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from broker.log.topics import Topic
-from protocol.errors import ErrorCode
+from kgroupd.broker.log.topics import Topic
+from kgroupd.protocol.errors import ErrorCode
 
 P = TypeVar("P")
 Errors = Sequence[tuple[int, ErrorCode]]

@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import uuid
 
-from broker.handlers.authorized import (
+from kgroupd.broker.handlers.authorized import (
     CLUSTER_OPERATIONS,
     NOT_REQUESTED,
     TOPIC_OPERATIONS,
     authorized,
 )
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.log.consumer_offsets import OFFSETS_TOPIC
-from broker.log.topics import Topic, TopicError, validate_topic_name
-from broker.security.acls import CLUSTER_NAME, ResourceType
-from broker.security.rules import CLUSTER_CREATE, TOPIC_CREATE, TOPIC_DESCRIBE
-from protocol.codec import ZERO_UUID
-from protocol.errors import ErrorCode
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC
+from kgroupd.broker.log.topics import Topic, TopicError, validate_topic_name
+from kgroupd.broker.security.acls import CLUSTER_NAME, ResourceType
+from kgroupd.broker.security.rules import CLUSTER_CREATE, TOPIC_CREATE, TOPIC_DESCRIBE
+from kgroupd.protocol.codec import ZERO_UUID
+from kgroupd.protocol.errors import ErrorCode
 
 
 def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUESTED) -> Fields:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from broker.handlers.fetch import LEADER_EPOCH, check_leader_epoch
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.log.partition import PartitionLog
-from broker.security.rules import TOPIC_DESCRIBE
-from protocol.errors import ErrorCode
+from kgroupd.broker.handlers.fetch import LEADER_EPOCH, check_leader_epoch
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.log.partition import PartitionLog
+from kgroupd.broker.security.rules import TOPIC_DESCRIBE
+from kgroupd.protocol.errors import ErrorCode
 
 EARLIEST = -2
 LATEST = -1

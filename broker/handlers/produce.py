@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import struct
 
-from broker.coordinator.txn import AddPartitions
-from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
-from broker.log.compaction import keyless_record as keyless
-from broker.log.partition import now_ms
-from broker.log.topics import Topic
-from broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
-from protocol.errors import ErrorCode
-from protocol.records import (
+from kgroupd.broker.coordinator.txn import AddPartitions
+from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from kgroupd.broker.log.compaction import keyless_record as keyless
+from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.log.topics import Topic
+from kgroupd.broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.records import (
     CorruptBatch,
     InvalidBatch,
     check_crc,

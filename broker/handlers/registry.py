@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from protocol.messages import lookup, served_range
+from kgroupd.protocol.messages import lookup, served_range
 
 if TYPE_CHECKING:
-    from broker.security.acls import Access
-    from broker.security.rules import Rule
-    from broker.security.sasl import SaslSession
-    from broker.state import Broker
+    from kgroupd.broker.security.acls import Access
+    from kgroupd.broker.security.rules import Rule
+    from kgroupd.broker.security.sasl import SaslSession
+    from kgroupd.broker.state import Broker
 
 Fields = dict[str, Any]
 
@@ -91,7 +91,7 @@ def handler(
     decoder: Decoder | None = None,
 ) -> Callable[[HandlerFn], HandlerFn]:
     """Register ``fn`` for ``api_key``. Its versions are the served table's range
-    (``protocol.schemas.SERVED``) for which a definition exists; ``min_version`` and
+    (``kgroupd.protocol.schemas.SERVED``) for which a definition exists; ``min_version`` and
     ``max_version`` narrow it further."""
 
     def register(fn: HandlerFn) -> HandlerFn:

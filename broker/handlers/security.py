@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.handlers.registry import Fields, RequestContext, handler
-from broker.security.acls import CLUSTER_NAME
-from broker.security.credentials import (
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.security.acls import CLUSTER_NAME
+from kgroupd.broker.security.credentials import (
     MAX_ITERATIONS,
     MECHANISM_IDS,
     MECHANISM_NAMES,
     from_salted_password,
 )
-from broker.security.rules import CLUSTER_ALTER
-from protocol.errors import ErrorCode
+from kgroupd.broker.security.rules import CLUSTER_ALTER
+from kgroupd.protocol.errors import ErrorCode
 
 MIN_ITERATIONS = 4096
 

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.coordinator import OffsetCommitPartition, OffsetCommitTopic, TxnOffsetCommit
-from broker.coordinator.txn import (
+from kgroupd.broker.coordinator import OffsetCommitPartition, OffsetCommitTopic, TxnOffsetCommit
+from kgroupd.broker.coordinator.txn import (
     AddOffsets,
     AddPartitions,
     EndTxn,
     InitProducerId,
     ListTransactions,
 )
-from broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
-from broker.handlers.known_partitions import merge_answers, valid_partitions
-from broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
-from broker.security.rules import (
+from kgroupd.broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
+from kgroupd.broker.handlers.known_partitions import merge_answers, valid_partitions
+from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from kgroupd.broker.security.rules import (
     GROUP_READ,
     TOPIC_AUTH,
     TOPIC_DESCRIBE,
@@ -38,7 +38,7 @@ from broker.security.rules import (
     TXN_DESCRIBE,
     TXN_WRITE,
 )
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767
 

@@ -15,7 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from broker.log.partition import PartitionLog, StoredBatch
+    from kgroupd.broker.log.partition import PartitionLog, StoredBatch
 
 
 class MemoryBudget:

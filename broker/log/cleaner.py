@@ -6,13 +6,13 @@ the cleaner picks the filthiest compacted partition: the one with the largest sh
 bytes (written since its last clean) in its cleanable range, if that share reaches the
 topic's ``min.cleanable.dirty.ratio``; a partition is also taken whatever its ratio when its
 first dirty record is older than ``max.compaction.lag.ms``, or when a delete horizon set by an
-earlier pass has passed (tombstones and markers to remove). ``broker.log.compaction`` says
+earlier pass has passed (tombstones and markers to remove). ``kgroupd.broker.log.compaction`` says
 what a pass keeps.
 
 The cleanable range starts at the log start and ends before the first of: the active
 segment, the last stable offset (an open transaction's records are never cleaned), a record
 newer than ``min.compaction.lag.ms``. Under --data-dir the range is whole closed segment
-files, merged as Kafka groups them (``broker.storage.segment_cleaner``). In memory there are
+files, merged as Kafka groups them (``kgroupd.broker.storage.segment_cleaner``). In memory there are
 no files: the newest batches that fit in ``segment.bytes`` (at least the newest batch) are the
 active segment, everything older is closed; ``min.compaction.lag.ms`` is checked per batch.
 
@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, cast
 
 import structlog
 
-from broker.log.compaction import AbortedRanges, Cleaning, OffsetMap, Throttle
-from broker.log.partition import PartitionLog, StoredBatch, now_ms
+from kgroupd.broker.log.compaction import AbortedRanges, Cleaning, OffsetMap, Throttle
+from kgroupd.broker.log.partition import PartitionLog, StoredBatch, now_ms
 
 if TYPE_CHECKING:
-    from broker.log.producers import ProducerStateManager
-    from broker.log.topics import Topic, TopicManager
+    from kgroupd.broker.log.producers import ProducerStateManager
+    from kgroupd.broker.log.topics import Topic, TopicManager
 
 log = structlog.get_logger("kgroupd.cleaner")
 
@@ -110,7 +110,7 @@ class LogCleaner:
         lag_ms = int(topic.config("min.compaction.lag.ms"))
         lso = plog.last_stable_offset
         if plog.store is not None:
-            from broker.storage.segment_cleaner import cleanable
+            from kgroupd.broker.storage.segment_cleaner import cleanable
 
             rng = cleanable(plog.store, plog.cleaned_to, lso, lag_ms, now)  # type: ignore[arg-type]
             dirty, total, first_ts, end = (
@@ -161,7 +161,7 @@ class LogCleaner:
         retain = self._last_batches(plog)
         started = loop.time()
         if plog.store is not None:
-            from broker.storage import segment_cleaner as sc
+            from kgroupd.broker.storage import segment_cleaner as sc
 
             throttle = Throttle(self.io_rate, self._stop)
             rng = cast("sc.Range", c.work)

@@ -19,7 +19,7 @@ epoch, base sequence, max timestamp), so offsets have gaps where records went; a
 empty goes, unless it is an idempotent producer's last (``Cleaning.retain``): then its header
 alone stays, as Kafka's RETAIN_EMPTY keeps the producer's sequence in the log.
 
-A compressed batch is read as Kafka's cleaner reads it (``broker.log.codecs``, at most
+A compressed batch is read as Kafka's cleaner reads it (``kgroupd.broker.log.codecs``, at most
 ``EXPANDED_LIMIT`` bytes decompressed): its records are mapped and compacted as any other's,
 and a batch that loses records (or gets a delete horizon) is written again with its own codec,
 as MemoryRecords.filterTo does. One that cannot be read (damaged, or larger than the limit)
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
-from broker.log.codecs import BadCompression, compress, decompress
-from protocol.records import (
+from kgroupd.broker.log.codecs import BadCompression, compress, decompress
+from kgroupd.protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     HEADER_SIZE,

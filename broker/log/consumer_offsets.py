@@ -2,7 +2,7 @@
 
 Kafka keeps its group coordinator's state in the compacted internal topic
 ``__consumer_offsets``; partition N holds the groups of coordinator shard N. kgroupd keeps
-its coordinator state in its own coordinator log (``broker.storage``) and shows the topic as
+its coordinator state in its own coordinator log (``kgroupd.broker.storage``) and shows the topic as
 a view built from the same record stream: every record a shard emits goes through
 ``OffsetsTopic.sink`` (beside the coordinator log's sink), is turned into Kafka's key and
 value (``consumer_offsets_format``) and is appended to the shard's partition, so Fetch,
@@ -34,7 +34,7 @@ from typing import Any
 
 import structlog
 
-from broker.coordinator.records import (
+from kgroupd.broker.coordinator.records import (
     BatchRecordSink,
     CommitEntries,
     OffsetCommitRecord,
@@ -42,15 +42,15 @@ from broker.coordinator.records import (
     Record,
     RecordSink,
 )
-from broker.log.consumer_offsets_format import (
+from kgroupd.broker.log.consumer_offsets_format import (
     KafkaRecord,
     kafka_record,
     offset_commit_key,
     offset_commit_value,
 )
-from broker.log.partition import PartitionLog, StoredBatch, now_ms
-from broker.log.topics import Topic
-from protocol.records import build_batch
+from kgroupd.broker.log.partition import PartitionLog, StoredBatch, now_ms
+from kgroupd.broker.log.topics import Topic
+from kgroupd.protocol.records import build_batch
 
 logger = structlog.get_logger("kgroupd.consumer_offsets")
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from broker.coordinator.consumer.records import (
+from kgroupd.broker.coordinator.consumer.records import (
     K_CURRENT,
     K_EPOCH,
     K_MEMBER,
@@ -40,7 +40,7 @@ from broker.coordinator.consumer.records import (
     ConsumerGroupTargetMemberRecord,
     ConsumerTombstoneRecord,
 )
-from broker.coordinator.records import (
+from kgroupd.broker.coordinator.records import (
     GroupMetadataRecord,
     GroupTombstoneRecord,
     OffsetCommitRecord,

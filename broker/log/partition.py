@@ -18,9 +18,9 @@ from typing import Protocol
 
 import structlog
 
-from broker.log.budget import MemoryBudget
-from broker.log.txn import TxnIndex
-from protocol.records import (
+from kgroupd.broker.log.budget import MemoryBudget
+from kgroupd.broker.log.txn import TxnIndex
+from kgroupd.protocol.records import (
     TRANSACTIONAL_BIT,
     BatchHeader,
     control_batch,
@@ -36,7 +36,7 @@ class ReadWouldBlock(Exception):
 
 
 class SegmentStore(Protocol):
-    """Where a partition's batches persist under --data-dir (``broker.storage.topic_store``
+    """Where a partition's batches persist under --data-dir (``kgroupd.broker.storage.topic_store``
     implements it; the log knows nothing more of storage)."""
 
     def append(self, batch: bytes, base_offset: int, last_offset: int) -> None: ...
@@ -90,13 +90,13 @@ class PartitionLog:
     high_watermark: int = 0
     size_bytes: int = 0
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    # Segment files under --data-dir (broker.storage.topic_store.PartitionStore), else None.
+    # Segment files under --data-dir (kgroupd.broker.storage.topic_store.PartitionStore), else None.
     store: SegmentStore | None = None
     # Open and aborted transactions (rebuilt from the batches at start-up).
     txn: TxnIndex = field(default_factory=TxnIndex)
     # The memory bound (in memory) or the cache (under --data-dir) the batches count against.
     budget: MemoryBudget | None = None
-    # Log compaction (broker.log.cleaner): the end of the last cleaned range (the first
+    # Log compaction (kgroupd.broker.log.cleaner): the end of the last cleaned range (the first
     # dirty offset) and the earliest delete horizon left in it.
     cleaned_to: int = 0
     next_horizon: int | None = None

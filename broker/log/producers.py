@@ -6,11 +6,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from protocol.errors import ErrorCode
-from protocol.records import parse_header
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.records import parse_header
 
 if TYPE_CHECKING:
-    from broker.log.topics import TopicManager
+    from kgroupd.broker.log.topics import TopicManager
 
 MAX_CACHED_BATCHES = 5
 

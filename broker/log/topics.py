@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker.log.budget import MemoryBudget
-from broker.log.partition import PartitionLog, SegmentStore
-from protocol.errors import ErrorCode
+from kgroupd.broker.log.budget import MemoryBudget
+from kgroupd.broker.log.partition import PartitionLog, SegmentStore
+from kgroupd.protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -34,7 +34,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "retention.bytes": ConfigDef("-1", "long"),
     "segment.bytes": ConfigDef("1073741824", "int", at_least=14),  # RECORD_OVERHEAD_V0
     "segment.ms": ConfigDef("604800000", "long", at_least=1),
-    # the sparse index's spacing (broker.storage.segment); broker default
+    # the sparse index's spacing (kgroupd.broker.storage.segment); broker default
     # --log-index-interval-bytes (Kafka: log.index.interval.bytes)
     "index.interval.bytes": ConfigDef("4096", "int", at_least=0),
     "max.message.bytes": ConfigDef("1048588", "int", at_least=0),
@@ -43,7 +43,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "compression.type": ConfigDef(
         "producer", "enum", ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
     ),
-    # Log compaction (broker.log.cleaner)
+    # Log compaction (kgroupd.broker.log.cleaner)
     "min.cleanable.dirty.ratio": ConfigDef("0.5", "double"),
     "min.compaction.lag.ms": ConfigDef("0", "long", at_least=0),
     "max.compaction.lag.ms": ConfigDef("9223372036854775807", "long", at_least=1),
@@ -147,7 +147,7 @@ class Topic:
 
 class TopicStore(Protocol):
     """Where the topic table and segments persist under --data-dir
-    (``broker.storage.topic_store`` implements it)."""
+    (``kgroupd.broker.storage.topic_store`` implements it)."""
 
     def attach(
         self, log: PartitionLog, segment_bytes: int, index_interval: int
@@ -167,13 +167,13 @@ class TopicManager:
         self.topics: dict[str, Topic] = {}
         self.ids: dict[uuid.UUID, Topic] = {}
         self.ids_by_bytes: dict[bytes, Topic] = {}  # the same, by the id's 16 bytes
-        # Under --data-dir: segment files and topics.json (broker.storage.topic_store).
+        # Under --data-dir: segment files and topics.json (kgroupd.broker.storage.topic_store).
         self.store: TopicStore | None = None
         # The broker's defaults of topic configs (Kafka's log.* broker configs), as config
         # name -> value; only those set by a flag (DescribeConfigs: STATIC_BROKER_CONFIG).
         self.defaults: dict[str, str] = {}
         # What the partitions' batches in memory count against: --max-memory-bytes in
-        # memory, --log-cache-bytes under --data-dir (broker.log.budget).
+        # memory, --log-cache-bytes under --data-dir (kgroupd.broker.log.budget).
         self.budget: MemoryBudget | None = None
         # Bumped on every create/delete/partition change, for metadata caches.
         self.version = 0

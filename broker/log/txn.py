@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from protocol.records import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader, control_marker
+from kgroupd.protocol.records import CONTROL_BIT, TRANSACTIONAL_BIT, BatchHeader, control_marker
 
 __all__ = ["AbortedTxn", "TxnIndex"]
 

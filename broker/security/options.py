@@ -6,10 +6,10 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from broker.listeners import Listener
-from broker.option_types import non_negative, truth
-from broker.security.sasl import MECHANISMS
-from broker.security.tls import CLIENT_AUTH
+from kgroupd.broker.listeners import Listener
+from kgroupd.broker.option_types import non_negative, truth
+from kgroupd.broker.security.sasl import MECHANISMS
+from kgroupd.broker.security.tls import CLIENT_AUTH
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")

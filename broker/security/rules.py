@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.security.acls import CLUSTER_NAME, Access, Operation, ResourceType
-from protocol.errors import ErrorCode
+from kgroupd.broker.security.acls import CLUSTER_NAME, Access, Operation, ResourceType
+from kgroupd.protocol.errors import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

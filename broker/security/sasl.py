@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import scramp
 
-from broker.security.credentials import CredentialStore
-from protocol.errors import ErrorCode
+from kgroupd.broker.security.credentials import CredentialStore
+from kgroupd.protocol.errors import ErrorCode
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17

@@ -28,8 +28,8 @@ from collections.abc import Iterator, Mapping
 from itertools import accumulate, pairwise, repeat
 from operator import attrgetter
 
-from broker.coordinator.core import OffsetAndMetadata
-from broker.coordinator.records import RECORD_FORMAT_VERSION, RecordFormatError
+from kgroupd.broker.coordinator.core import OffsetAndMetadata
+from kgroupd.broker.coordinator.records import RECORD_FORMAT_VERSION, RecordFormatError
 
 TYPE_SNAPSHOT_HEADER = 16
 TYPE_OFFSET_BLOCK = 17

@@ -1,7 +1,7 @@
 """Coordinator state on disk, the reading side: what start-up loads (``Loading.load``: each
 shard's snapshot, its own logs from before the shared log, then the shared logs), the records
 a file holds (``file_records``), and what a shard's snapshot keeps of the records (``track``).
-The writing side, and the files, are described in ``broker.storage.coordinator_store``."""
+The writing side, and the files, are described in ``kgroupd.broker.storage.coordinator_store``."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from typing import Protocol
 
 import structlog
 
-from broker.coordinator.consumer.records import (
+from kgroupd.broker.coordinator.consumer.records import (
     CONSUMER_RECORD_TYPES,
     K_EPOCH,
     ConsumerRecord,
     ConsumerTombstoneRecord,
 )
-from broker.coordinator.core import OffsetAndMetadata
-from broker.coordinator.placement import partition_for
-from broker.coordinator.records import (
+from kgroupd.broker.coordinator.core import OffsetAndMetadata
+from kgroupd.broker.coordinator.placement import partition_for
+from kgroupd.broker.coordinator.records import (
     GroupMetadataRecord,
     GroupTombstoneRecord,
     NewerRecordFormat,
@@ -35,15 +35,19 @@ from broker.coordinator.records import (
     decode_record,
     record_from_dict,
 )
-from broker.coordinator.txn.records import (
+from kgroupd.broker.coordinator.txn.records import (
     TXN_RECORD_TYPES,
     TransactionMetadataRecord,
     TransactionTombstoneRecord,
     TxnRecord,
     decode_txn_record,
 )
-from broker.storage.coordinator_format import TYPE_OFFSET_BLOCK, decode_header, decode_offset_block
-from broker.storage.entries import (
+from kgroupd.broker.storage.coordinator_format import (
+    TYPE_OFFSET_BLOCK,
+    decode_header,
+    decode_offset_block,
+)
+from kgroupd.broker.storage.entries import (
     FILE_HEADER,
     FORMAT_VERSION,
     KIND_RECORD_LOG,
@@ -52,7 +56,7 @@ from broker.storage.entries import (
     StorageError,
     iter_entries,
 )
-from broker.storage.fileio import fsync_dir
+from kgroupd.broker.storage.fileio import fsync_dir
 
 __all__ = [
     "LOG_NAME",
@@ -90,7 +94,7 @@ def owner_of(record: StoredRecord) -> str:
 
 class ShardLoader(Protocol):
     """What start-up loads a shard through (``CoordinatorShard``, with the transaction
-    coordinator's records routed by ``broker.storage.durability``)."""
+    coordinator's records routed by ``kgroupd.broker.storage.durability``)."""
 
     def replay(self, record: StoredRecord) -> None: ...
 

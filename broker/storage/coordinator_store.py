@@ -37,9 +37,9 @@ from pathlib import Path
 
 import structlog
 
-from broker.coordinator.consumer.records import ConsumerRecord
-from broker.coordinator.core import OffsetAndMetadata
-from broker.coordinator.records import (
+from kgroupd.broker.coordinator.consumer.records import ConsumerRecord
+from kgroupd.broker.coordinator.core import OffsetAndMetadata
+from kgroupd.broker.coordinator.records import (
     CommitEntries,
     GroupMetadataRecord,
     OffsetCommitRecord,
@@ -47,9 +47,9 @@ from broker.coordinator.records import (
     encode_offset_commit,
     encode_record,
 )
-from broker.coordinator.txn.records import TxnRecord, encode_txn_record
-from broker.storage.coordinator_format import encode_header, encode_offset_blocks
-from broker.storage.coordinator_load import (
+from kgroupd.broker.coordinator.txn.records import TxnRecord, encode_txn_record
+from kgroupd.broker.storage.coordinator_format import encode_header, encode_offset_blocks
+from kgroupd.broker.storage.coordinator_load import (
     LOG_NAME,
     SHARED_NAME,
     TXN_RECORD_CLASSES,
@@ -60,9 +60,9 @@ from broker.storage.coordinator_load import (
     file_records,
     track,
 )
-from broker.storage.entries import KIND_RECORD_LOG, KIND_SNAPSHOT, entry, file_header
-from broker.storage.fileio import fsync_dir, write_all
-from broker.storage.fsync import FsyncWorker
+from kgroupd.broker.storage.entries import KIND_RECORD_LOG, KIND_SNAPSHOT, entry, file_header
+from kgroupd.broker.storage.fileio import fsync_dir, write_all
+from kgroupd.broker.storage.fsync import FsyncWorker
 
 __all__ = ["CoordinatorStore", "ShardLoader", "file_records", "fsync_dir"]
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from broker.storage.fileio import fsync_dir
+from kgroupd.broker.storage.fileio import fsync_dir
 
 META_VERSION = 1
 
@@ -60,7 +60,7 @@ class DataDir:
                     f"not {cluster_id}"
                 )
             return str(meta["cluster_id"])
-        from broker.config import new_cluster_id
+        from kgroupd.broker.config import new_cluster_id
 
         chosen = cluster_id or new_cluster_id()
         tmp = meta_path.with_suffix(".tmp")

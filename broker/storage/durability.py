@@ -6,26 +6,26 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from broker.coordinator.core import OffsetAndMetadata
-from broker.coordinator.placement import partition_for
-from broker.coordinator.records import RecordSink
-from broker.coordinator.txn import TransactionCoordinator
-from broker.coordinator.txn.core import TxnRecordSink
-from broker.coordinator.txn.records import TxnRecord
-from broker.storage.coordinator_store import (
+from kgroupd.broker.coordinator.core import OffsetAndMetadata
+from kgroupd.broker.coordinator.placement import partition_for
+from kgroupd.broker.coordinator.records import RecordSink
+from kgroupd.broker.coordinator.txn import TransactionCoordinator
+from kgroupd.broker.coordinator.txn.core import TxnRecordSink
+from kgroupd.broker.coordinator.txn.records import TxnRecord
+from kgroupd.broker.storage.coordinator_store import (
     TXN_RECORD_CLASSES,
     CoordinatorStore,
     StoredRecord,
 )
-from broker.storage.datadir import DataDir
-from broker.storage.fsync import FsyncWorker
-from broker.storage.topic_store import TopicStore
+from kgroupd.broker.storage.datadir import DataDir
+from kgroupd.broker.storage.fsync import FsyncWorker
+from kgroupd.broker.storage.topic_store import TopicStore
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.coordinator import CoordinatorShard, GroupCoordinator
-    from broker.log.producers import ProducerStateManager
-    from broker.log.topics import TopicManager
+    from kgroupd.broker.config import BrokerConfig
+    from kgroupd.broker.coordinator import CoordinatorShard, GroupCoordinator
+    from kgroupd.broker.log.producers import ProducerStateManager
+    from kgroupd.broker.log.topics import TopicManager
 
 
 class _Loader:

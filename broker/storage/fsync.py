@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from broker.storage.fileio import fsync_dir
+from kgroupd.broker.storage.fileio import fsync_dir
 
 log = structlog.get_logger("kgroupd.storage")
 

@@ -1,5 +1,5 @@
 """``consumer-offsets.json`` under ``--data-dir``: where each ``__consumer_offsets``
-partition's offsets go on from after a restart (``broker.log.consumer_offsets``).
+partition's offsets go on from after a restart (``kgroupd.broker.log.consumer_offsets``).
 
 ``{"version": 1, "next_offsets": [...], "clean": bool}``: while running, the offsets
 reserved ahead (``clean`` false: every offset handed out is below them); written exactly at
@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from broker.storage.fileio import fsync_dir
+from kgroupd.broker.storage.fileio import fsync_dir
 
 FILE = "consumer-offsets.json"
 

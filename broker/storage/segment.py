@@ -30,7 +30,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from broker.log.partition import ReadWouldBlock
+from kgroupd.broker.log.partition import ReadWouldBlock
 
 INDEX_INTERVAL_BYTES = 4096  # Kafka: index.interval.bytes
 READ_CAP = 4 * 1024 * 1024  # bytes one partition's read takes from a file, inline (pread)

@@ -1,4 +1,4 @@
-"""Log compaction of a partition's segment files (``broker.log.cleaner`` decides when).
+"""Log compaction of a partition's segment files (``kgroupd.broker.log.cleaner`` decides when).
 
 The range cleaned is the closed segments from the first, up to (not including) the first
 segment that holds an offset at or past the last stable offset, or a record newer than
@@ -6,7 +6,8 @@ segment that holds an offset at or past the last stable offset, or a record newe
 touched. As Kafka's ``groupSegmentsBySize``, the range is cut into groups of consecutive
 segments whose sizes (before cleaning) add up to at most ``segment.bytes`` and whose offsets
 fit a 32-bit offset relative to the group's first; each group is cleaned into one segment
-named after its first (``broker.log.compaction`` says what stays), so a compacted log does not
+named after its first (``kgroupd.broker.log.compaction`` says what stays), so a compacted log does
+not
 keep many small segments. A group of one segment that nothing changes is not written.
 
 1. off the event loop (the cleaner's thread, at most ``--log-cleaner-io-max-bytes-per-second``
@@ -39,14 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.log.compaction import AbortedRanges, Cleaning, OffsetMap, Throttle
-from broker.storage.fileio import fsync_dir, write_all
-from broker.storage.fsync import NEVER
-from broker.storage.segment import Segment, peek, read_index
+from kgroupd.broker.log.compaction import AbortedRanges, Cleaning, OffsetMap, Throttle
+from kgroupd.broker.storage.fileio import fsync_dir, write_all
+from kgroupd.broker.storage.fsync import NEVER
+from kgroupd.broker.storage.segment import Segment, peek, read_index
 
 if TYPE_CHECKING:
-    from broker.log.partition import PartitionLog
-    from broker.storage.topic_store import PartitionStore
+    from kgroupd.broker.log.partition import PartitionLog
+    from kgroupd.broker.storage.topic_store import PartitionStore
 
 CLEANED = ".cleaned"
 SWAP = ".swap"

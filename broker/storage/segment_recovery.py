@@ -1,6 +1,6 @@
 """Start-up of one partition's segment files: read what recovery needs, no more.
 
-Each segment's index file (``broker.storage.segment``) is taken when it matches its segment:
+Each segment's index file (``kgroupd.broker.storage.segment``) is taken when it matches its segment:
 a rolled segment's when the file has the size and mtime it was written with; the last
 segment's also when the batch it last saw is still in place, and then only the bytes after
 it are read (a crash leaves at most ``CHECKPOINT_BYTES`` after the last index file). A
@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.log.txn import AbortedTxn, TxnIndex
-from broker.storage.entries import StorageError
-from broker.storage.segment import (
+from kgroupd.broker.log.txn import AbortedTxn, TxnIndex
+from kgroupd.broker.storage.entries import StorageError
+from kgroupd.broker.storage.segment import (
     ProducerEntry,
     Segment,
     boundary_holds,
     read_index,
 )
-from broker.storage.segment_cleaner import COMPACTED, load_progress
-from broker.storage.segment_cleaner import recover as recover_cleaning
-from protocol.records import (
+from kgroupd.broker.storage.segment_cleaner import COMPACTED, load_progress
+from kgroupd.broker.storage.segment_cleaner import recover as recover_cleaning
+from kgroupd.protocol.records import (
     HEADER_SIZE,
     TRANSACTIONAL_BIT,
     BatchHeader,
@@ -44,8 +44,8 @@ from protocol.records import (
 )
 
 if TYPE_CHECKING:
-    from broker.log.partition import PartitionLog
-    from broker.storage.topic_store import PartitionStore
+    from kgroupd.broker.log.partition import PartitionLog
+    from kgroupd.broker.storage.topic_store import PartitionStore
 
 log = structlog.get_logger("kgroupd.storage")
 

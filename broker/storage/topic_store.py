@@ -2,11 +2,11 @@
 
 A segment is the partition's record batches back to back, exactly as stored (base offset
 rewritten), named after its first offset, with its index file beside it
-(``broker.storage.segment``). Reads below the cached tail are served from the files
+(``kgroupd.broker.storage.segment``). Reads below the cached tail are served from the files
 (``os.pread``, at most ``READ_CAP`` a partition per fetch): one the page cache holds of at
 most ``INLINE_READ_BYTES`` on the event loop, any other on a reader thread (``ReadFds``).
 Start-up reads the index files and the tail after the last one
-(``broker.storage.segment_recovery``). Retention deletes whole segments, as Kafka: the
+(``kgroupd.broker.storage.segment_recovery``). Retention deletes whole segments, as Kafka: the
 oldest while older than retention.ms or while the log without them still holds
 retention.bytes; DeleteRecords deletes those wholly below the new log start offset.
 """
@@ -29,24 +29,24 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.log.partition import ReadWouldBlock
-from broker.storage.entries import StorageError
-from broker.storage.fileio import fsync_dir, write_all
-from broker.storage.fsync import FsyncWorker
-from broker.storage.segment import (
+from kgroupd.broker.log.partition import ReadWouldBlock
+from kgroupd.broker.storage.entries import StorageError
+from kgroupd.broker.storage.fileio import fsync_dir, write_all
+from kgroupd.broker.storage.fsync import FsyncWorker
+from kgroupd.broker.storage.segment import (
     INDEX_INTERVAL_BYTES,
     READ_CAP,
     ProducerEntry,
     Segment,
     peek,
 )
-from broker.storage.segment_recovery import load_partition
+from kgroupd.broker.storage.segment_recovery import load_partition
 
 if TYPE_CHECKING:
-    from broker.log.partition import PartitionLog, StoredBatch
-    from broker.log.producers import ProducerStateManager
-    from broker.log.topics import TopicManager
-    from broker.log.txn import AbortedTxn
+    from kgroupd.broker.log.partition import PartitionLog, StoredBatch
+    from kgroupd.broker.log.producers import ProducerStateManager
+    from kgroupd.broker.log.topics import TopicManager
+    from kgroupd.broker.log.txn import AbortedTxn
 
 log = structlog.get_logger("kgroupd.storage")
 
@@ -263,7 +263,7 @@ class PartitionStore:
         return [], 0
 
     def batch_at_timestamp(self, timestamp: int, log_start: int) -> StoredBatch | None:
-        from broker.log.partition import StoredBatch
+        from kgroupd.broker.log.partition import StoredBatch
 
         for seg in self.segments:
             if seg.size == 0 or seg.max_ts < timestamp or seg.last_offset < log_start:
@@ -275,7 +275,7 @@ class PartitionStore:
         return None
 
     def max_timestamp_batch(self) -> StoredBatch | None:
-        from broker.log.partition import StoredBatch
+        from kgroupd.broker.log.partition import StoredBatch
 
         best = None
         for seg in self.segments:

@@ -1,6 +1,6 @@
 """A PySpark data source that reads Kafka topics from kgroupd (or any Kafka broker).
 
-    from pipeline.source import KgroupdDataSource
+    from kgroupd.pipeline.source import KgroupdDataSource
 
     spark.dataSource.register(KgroupdDataSource)
     df = (
@@ -21,8 +21,8 @@ with aiokafka's client and record decoder, and yield pyarrow record batches.
 
 from __future__ import annotations
 
-from pipeline.source.kafka import EventLoop, KafkaAdmin
-from pipeline.source.options import (
+from kgroupd.pipeline.source.kafka import EventLoop, KafkaAdmin
+from kgroupd.pipeline.source.options import (
     EARLIEST,
     LATEST,
     DataLossError,
@@ -33,7 +33,7 @@ from pipeline.source.options import (
     limit_rows,
     to_json,
 )
-from pipeline.source.ranges import (
+from kgroupd.pipeline.source.ranges import (
     OffsetRange,
     RangeFetcher,
     plan,
@@ -41,7 +41,11 @@ from pipeline.source.ranges import (
     resolve,
     split_ranges,
 )
-from pipeline.source.readers import KgroupdBatchReader, KgroupdDataSource, KgroupdStreamReader
+from kgroupd.pipeline.source.readers import (
+    KgroupdBatchReader,
+    KgroupdDataSource,
+    KgroupdStreamReader,
+)
 
 __all__ = [
     "EARLIEST",

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import scramp
 
-from pipeline.source.security import Security
-from protocol.codec import read_uvarint
-from protocol.messages import MessageSpec, lookup
+from kgroupd.pipeline.source.security import Security
+from kgroupd.protocol.codec import read_uvarint
+from kgroupd.protocol.messages import MessageSpec, lookup
 
 API_VERSIONS = 18
 METADATA = 3

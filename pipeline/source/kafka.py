@@ -10,8 +10,15 @@ from typing import Any
 from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
 from aiokafka.protocol.commit import OffsetCommitRequest
 
-from pipeline.source.cluster import ClusterFacts, describe_any
-from pipeline.source.options import COORDINATOR_GROUP, NO_ERROR, TP, Offsets, SourceOptions, T
+from kgroupd.pipeline.source.cluster import ClusterFacts, describe_any
+from kgroupd.pipeline.source.options import (
+    COORDINATOR_GROUP,
+    NO_ERROR,
+    TP,
+    Offsets,
+    SourceOptions,
+    T,
+)
 
 
 class EventLoop:

@@ -21,7 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pipeline.source.security import (
+from kgroupd.pipeline.source.security import (
     SECURITY_OPTIONS,
     STORE_PASSWORDS,
     Security,

@@ -21,8 +21,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.source.kafka import EventLoop
-from pipeline.source.options import (
+from kgroupd.pipeline.source.kafka import EventLoop
+from kgroupd.pipeline.source.options import (
     EARLIEST,
     LATEST,
     NO_ERROR,

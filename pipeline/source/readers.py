@@ -23,9 +23,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from pipeline.source.cluster import ClusterFacts
-from pipeline.source.kafka import KafkaAdmin
-from pipeline.source.options import (
+from kgroupd.pipeline.source.cluster import ClusterFacts
+from kgroupd.pipeline.source.kafka import KafkaAdmin
+from kgroupd.pipeline.source.options import (
     TP,
     DataLossError,
     Offsets,
@@ -38,7 +38,7 @@ from pipeline.source.options import (
     meta_of,
     to_json,
 )
-from pipeline.source.ranges import OffsetRange, plan, read_range, resolve
+from kgroupd.pipeline.source.ranges import OffsetRange, plan, read_range, resolve
 
 
 class KgroupdDataSource(DataSource):

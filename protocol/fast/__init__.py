@@ -5,14 +5,14 @@ send most (Heartbeat, OffsetCommit) and the Fetch response directly, one module 
 malformation raises ``ValueError``, like the general codec's errors.
 """
 
-from protocol.fast.commit import (
+from kgroupd.protocol.fast.commit import (
     CommitPartition,
     decode_offset_commit,
     encode_offset_commit_response,
 )
-from protocol.fast.common import Chunks, encode_error_only, read_int32, read_string
-from protocol.fast.fetch import FetchPartition, encode_fetch_response
-from protocol.fast.heartbeat import decode_heartbeat, encode_heartbeat_response
+from kgroupd.protocol.fast.common import Chunks, encode_error_only, read_int32, read_string
+from kgroupd.protocol.fast.fetch import FetchPartition, encode_fetch_response
+from kgroupd.protocol.fast.heartbeat import decode_heartbeat, encode_heartbeat_response
 
 __all__ = [
     "Chunks",

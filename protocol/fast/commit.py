@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from itertools import chain
 
-from protocol.fast.common import (
+from kgroupd.protocol.fast.common import (
     _I16,
     _I32,
     _I64,

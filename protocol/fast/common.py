@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.codec import read_uvarint
+from kgroupd.protocol.codec import read_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from protocol.fast.common import read_compact_string, read_uvarint, skip_tagged_fields
+from kgroupd.protocol.fast.common import read_compact_string, read_uvarint, skip_tagged_fields
 
 _I32 = struct.Struct(">i")
 

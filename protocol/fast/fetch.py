@@ -6,7 +6,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 
-from protocol.fast.common import _I16, _I32, Chunks
+from kgroupd.protocol.fast.common import _I16, _I32, Chunks
 
 _FETCH_TOP_V4 = struct.Struct(">i")  # throttle_time_ms
 _FETCH_TOP_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id

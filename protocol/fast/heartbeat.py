@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.fast.common import (
+from kgroupd.protocol.fast.common import (
     encode_error_only,
     read_compact_string,
     read_int32,

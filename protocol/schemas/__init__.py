@@ -5,7 +5,7 @@
     advertises exactly what the handler registry derives from it.
 ``DEFINITIONS``
     ``api_key -> (request Message, response Message)``: our own field trees
-    (``protocol.codec``), one per API covering every served version. It also holds APIs
+    (``kgroupd.protocol.codec``), one per API covering every served version. It also holds APIs
     defined ahead of their handlers (the transaction APIs of issue 11): those cover every
     stable version of Kafka 4.3's message JSON and stay out of ``SERVED``, so the broker
     neither advertises nor decodes them.
@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from protocol.codec import Message
+from kgroupd.protocol.codec import Message
 
 from . import (
     acls,

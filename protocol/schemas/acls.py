@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.codec import INT8, INT16, INT32, NULL, STRING, F, Message
+from kgroupd.protocol.codec import INT8, INT16, INT32, NULL, STRING, F, Message
 
 _PATTERN = F("pattern_type", INT8, "1+", default=3)  # LITERAL before v1
 

@@ -3,7 +3,19 @@ CreatePartitions (37), DescribeConfigs (32), AlterConfigs (33), IncrementalAlter
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, INT8, INT16, INT32, INT64, NULL, STRING, UUID, ArrayOf, F, Message
+from kgroupd.protocol.codec import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    NULL,
+    STRING,
+    UUID,
+    ArrayOf,
+    F,
+    Message,
+)
 
 CREATE_TOPICS_REQUEST = Message(
     "CreateTopicsRequest",

@@ -5,7 +5,7 @@ v0 for every version, so a client that does not know our versions can read the e
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, INT16, INT32, INT64, STRING, F, Message
+from kgroupd.protocol.codec import BOOL, INT16, INT32, INT64, STRING, F, Message
 
 REQUEST = Message(
     "ApiVersionsRequest",

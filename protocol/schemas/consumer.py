@@ -6,7 +6,7 @@ client choose its member id (KIP-1082); ConsumerGroupDescribe v1 adds the member
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, INT8, INT16, INT32, NULL, STRING, UUID, ArrayOf, F, Message
+from kgroupd.protocol.codec import BOOL, INT8, INT16, INT32, NULL, STRING, UUID, ArrayOf, F, Message
 
 _HEARTBEAT_PARTITIONS = [F("topic_id", UUID), F("partitions", ArrayOf(INT32))]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.codec import (
+from kgroupd.protocol.codec import (
     INT8,
     INT16,
     INT32,

@@ -4,7 +4,18 @@ DeleteGroups (42)."""
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, BYTES, INT8, INT16, INT32, NULL, STRING, ArrayOf, F, Message
+from kgroupd.protocol.codec import (
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    NULL,
+    STRING,
+    ArrayOf,
+    F,
+    Message,
+)
 
 FIND_COORDINATOR_REQUEST = Message(
     "FindCoordinatorRequest",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.codec import INT8, INT16, INT32, INT64, STRING, ArrayOf, F, Message
+from kgroupd.protocol.codec import INT8, INT16, INT32, INT64, STRING, ArrayOf, F, Message
 
 LIST_OFFSETS_REQUEST = Message(
     "ListOffsetsRequest",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, INT16, INT32, NULL, STRING, UUID, ArrayOf, F, Message
+from kgroupd.protocol.codec import BOOL, INT16, INT32, NULL, STRING, UUID, ArrayOf, F, Message
 
 METADATA_REQUEST = Message(
     "MetadataRequest",

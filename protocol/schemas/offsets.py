@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, INT16, INT32, INT64, NULL, STRING, UUID, ArrayOf, F, Message
+from kgroupd.protocol.codec import (
+    BOOL,
+    INT16,
+    INT32,
+    INT64,
+    NULL,
+    STRING,
+    UUID,
+    ArrayOf,
+    F,
+    Message,
+)
 
 OFFSET_COMMIT_REQUEST = Message(
     "OffsetCommitRequest",

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, INT16, INT32, INT64, NULL, RECORDS, STRING, UUID, F, Message
+from kgroupd.protocol.codec import (
+    BOOL,
+    INT16,
+    INT32,
+    INT64,
+    NULL,
+    RECORDS,
+    STRING,
+    UUID,
+    F,
+    Message,
+)
 
 PRODUCE_REQUEST = Message(
     "ProduceRequest",

@@ -3,7 +3,18 @@ admin APIs DescribeUserScramCredentials (50) and AlterUserScramCredentials (51).
 
 from __future__ import annotations
 
-from protocol.codec import BYTES, INT8, INT16, INT32, INT64, NULL, STRING, ArrayOf, F, Message
+from kgroupd.protocol.codec import (
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    NULL,
+    STRING,
+    ArrayOf,
+    F,
+    Message,
+)
 
 SASL_HANDSHAKE_REQUEST = Message(
     "SaslHandshakeRequest", 17, "0-1", "none", [F("mechanism", STRING)]

@@ -9,7 +9,18 @@ transaction coordinator is wired into the broker (issue 11).
 
 from __future__ import annotations
 
-from protocol.codec import BOOL, INT8, INT16, INT32, INT64, NULL, STRING, ArrayOf, F, Message
+from kgroupd.protocol.codec import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    NULL,
+    STRING,
+    ArrayOf,
+    F,
+    Message,
+)
 
 # AddPartitionsToTxnTopic, a common struct of the request's v0-v3 body and v4+ transactions
 _ADD_PARTITIONS_TOPIC = [

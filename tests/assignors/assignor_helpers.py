@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from assignors import GroupAssignment, GroupSpec, MemberSpec, TopicPartition
-from assignors.sticky import cooperative_sticky_assign
+from kgroupd.assignors import GroupAssignment, GroupSpec, MemberSpec, TopicPartition
+from kgroupd.assignors.sticky import cooperative_sticky_assign
 
 TP = TopicPartition
 

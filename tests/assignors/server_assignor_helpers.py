@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from hypothesis import strategies as st
 
-from assignors import ServerAssignment, ServerMember, TopicKey, uniform_assign
+from kgroupd.assignors import ServerAssignment, ServerMember, TopicKey, uniform_assign
 
 Parts = Mapping[TopicKey, Iterable[int]]
 

@@ -8,9 +8,9 @@ import pytest
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocol
 
-from assignors import FailoverAssignor, RangeAssignor, RoundRobinAssignor, StickyAssignor
-from assignors.codec import decode_priority, decode_sticky_user_data
-from assignors.spec import TopicPartition
+from kgroupd.assignors import FailoverAssignor, RangeAssignor, RoundRobinAssignor, StickyAssignor
+from kgroupd.assignors.codec import decode_priority, decode_sticky_user_data
+from kgroupd.assignors.spec import TopicPartition
 
 TP = TopicPartition
 

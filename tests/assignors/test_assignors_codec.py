@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assignors.codec import (
+from kgroupd.assignors.codec import (
     INT32_MIN,
     Assignment,
     CodecError,
@@ -26,7 +26,7 @@ from assignors.codec import (
     encode_subscription,
     peek_version,
 )
-from assignors.spec import TopicPartition
+from kgroupd.assignors.spec import TopicPartition
 
 with warnings.catch_warnings():  # kafka-python's resource loading warns on 3.11
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -6,7 +6,7 @@ from assignor_helpers import TP, CooperativeGroup
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assignors import sticky_assign
+from kgroupd.assignors import sticky_assign
 
 TOPICS = {"a": 7, "b": 5, "c": 3}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from assignor_helpers import TP, check_locally_balanced, check_valid, feed_back, member
 
-from assignors import GroupSpec, cooperative_sticky_assign, sticky_assign
+from kgroupd.assignors import GroupSpec, cooperative_sticky_assign, sticky_assign
 
 
 def parts(result, member_id):  # type: ignore[no-untyped-def]

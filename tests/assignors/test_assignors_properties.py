@@ -16,7 +16,7 @@ from assignor_helpers import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assignors import (
+from kgroupd.assignors import (
     GroupSpec,
     MemberSpec,
     cooperative_sticky_assign,
@@ -27,7 +27,7 @@ from assignors import (
     roundrobin_assign,
     sticky_assign,
 )
-from assignors.codec import INT32_MIN
+from kgroupd.assignors.codec import INT32_MIN
 
 ALL = [range_assign, roundrobin_assign, sticky_assign, failover_assign]
 

@@ -1,4 +1,4 @@
-"""KIP-848 server assignors (``assignors.server``): the registry, properties of ``uniform``
+"""KIP-848 server assignors (``kgroupd.assignors.server``): the registry, properties of ``uniform``
 (homogeneous and heterogeneous builders) and ``range``, and the 1,000-member timing.
 Fixed cases from Kafka's own tests are in test_server_assignors_kafka_cases.py."""
 
@@ -29,7 +29,7 @@ from server_assignor_helpers import (
     valid_owned,
 )
 
-from assignors import (
+from kgroupd.assignors import (
     DEFAULT_SERVER_ASSIGNOR,
     SERVER_ASSIGNORS,
     ServerMember,
@@ -37,7 +37,7 @@ from assignors import (
     range_server_assign,
     uniform_assign,
 )
-from assignors.server_uniform import kafka_topic_order
+from kgroupd.assignors.server_uniform import kafka_topic_order
 
 ASSIGN = [uniform_assign, range_server_assign]
 

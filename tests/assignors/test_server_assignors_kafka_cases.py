@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from server_assignor_helpers import T1, T2, T3, T4, counts, expect, group, mem, plain
 
-from assignors import range_server_assign, uniform_assign
-from assignors.server_uniform import uniform_heterogeneous
+from kgroupd.assignors import range_server_assign, uniform_assign
+from kgroupd.assignors.server_uniform import uniform_heterogeneous
 
 # UniformHomogeneousAssignmentBuilderTest (Kafka 4.x expectations). Kafka deals out free
 # partitions in its HashSet order of topic ids, kgroupd in Kafka's Uuid order; where a case

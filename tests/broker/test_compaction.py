@@ -1,22 +1,22 @@
-"""What a cleaner pass keeps of each batch (broker.log.compaction), when a partition is
-cleaned (broker.log.cleaner) and the compaction topic configs' checks."""
+"""What a cleaner pass keeps of each batch (kgroupd.broker.log.compaction), when a partition is
+cleaned (kgroupd.broker.log.cleaner) and the compaction topic configs' checks."""
 
 from __future__ import annotations
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.log.cleaner import LogCleaner, _clean_memory, _memory_range
-from broker.log.compaction import (
+from kgroupd.broker.log.cleaner import LogCleaner, _clean_memory, _memory_range
+from kgroupd.broker.log.compaction import (
     DELETE_HORIZON_BIT,
     AbortedRanges,
     Cleaning,
     OffsetMap,
     keyless_record,
 )
-from broker.log.partition import PartitionLog, now_ms
-from broker.log.topics import TopicError, TopicManager, validate_configs
-from protocol.records import (
+from kgroupd.broker.log.partition import PartitionLog, now_ms
+from kgroupd.broker.log.topics import TopicError, TopicManager, validate_configs
+from kgroupd.protocol.records import (
     build_batch,
     check_crc,
     control_batch,
@@ -206,7 +206,7 @@ async def test_a_partition_is_cleaned_once_its_dirty_ratio_reaches_the_minimum()
 
 
 def test_a_full_key_map_cleans_up_to_where_it_filled_and_the_next_pass_goes_on() -> None:
-    from broker.log.compaction import ENTRY_BYTES, Throttle
+    from kgroupd.broker.log.compaction import ENTRY_BYTES, Throttle
 
     log = PartitionLog("t", 0)
     for i in range(6):  # keys k0, k1, k2 twice: batches 3-5 supersede batches 0-2
@@ -225,7 +225,7 @@ def test_a_full_key_map_cleans_up_to_where_it_filled_and_the_next_pass_goes_on()
 
 
 async def test_in_memory_the_bound_still_holds_and_frees_what_the_cleaner_replaced() -> None:
-    from broker.log.budget import MemoryBudget
+    from kgroupd.broker.log.budget import MemoryBudget
 
     topics = TopicManager()
     budget = topics.budget = MemoryBudget(1 << 30)

@@ -1,4 +1,5 @@
-"""Compressed batches in the log cleaner (broker.log.compaction, broker.log.codecs): compacted
+"""Compressed batches in the log cleaner (kgroupd.broker.log.compaction,
+kgroupd.broker.log.codecs): compacted
 as Kafka's cleaner does (records decompressed, the kept ones written again with the batch's own
 codec at their offsets), decompression bounded, an unreadable batch kept whole."""
 
@@ -15,8 +16,8 @@ import zstandard
 from aiokafka.codec import snappy_decode
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.log import codecs
-from broker.log.compaction import (
+from kgroupd.broker.log import codecs
+from kgroupd.broker.log.compaction import (
     DELETE_HORIZON_BIT,
     AbortedRanges,
     Cleaning,
@@ -24,7 +25,7 @@ from broker.log.compaction import (
     OffsetMap,
     keyless_record,
 )
-from protocol.records import (
+from kgroupd.protocol.records import (
     COMPRESSION_MASK,
     HEADER_SIZE,
     InvalidBatch,

@@ -1,4 +1,5 @@
-"""The ``__consumer_offsets`` view of a shard's records (broker.log.consumer_offsets), decoded
+"""The ``__consumer_offsets`` view of a shard's records (kgroupd.broker.log.consumer_offsets),
+decoded
 with Kafka's own message definitions (tests/support/coordinator_records): a KIP-848 group's
 ConsumerGroup* records and their tombstones, offset commits, compaction."""
 
@@ -11,7 +12,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     ConsumerGroupHeartbeat,
     CoordinatorConfig,
     CoordinatorShard,
@@ -21,8 +22,8 @@ from broker.coordinator import (
     OffsetCommitPartition,
     OffsetCommitTopic,
 )
-from broker.coordinator.records import OffsetTombstoneRecord
-from broker.log.consumer_offsets import COMPACT_SLACK, DELETE_RETENTION_MS, OffsetsTopic
+from kgroupd.broker.coordinator.records import OffsetTombstoneRecord
+from kgroupd.broker.log.consumer_offsets import COMPACT_SLACK, DELETE_RETENTION_MS, OffsetsTopic
 from tests.support.coordinator_records import decode
 
 TOPIC = uuid.UUID(int=7)
@@ -139,7 +140,7 @@ def test_commits_spelled_out_when_read_match_one_record_per_partition(
     sees must be what one record per partition would give: each record at the offset it was
     handed, offsets never reused, the latest value of every key at its newest offset, and
     nothing superseded appearing after a newer record of its key was shown."""
-    import broker.log.consumer_offsets as co
+    import kgroupd.broker.log.consumer_offsets as co
 
     saved = co.COMPACT_SLACK
     co.COMPACT_SLACK = slack

@@ -7,7 +7,7 @@ import os
 import socket
 from pathlib import Path
 
-from broker.storage.fsync import FsyncWorker
+from kgroupd.broker.storage.fsync import FsyncWorker
 
 
 async def test_a_closed_dirty_fd_reused_by_a_socket_does_not_fail_the_next_fsync(

@@ -5,10 +5,15 @@ from __future__ import annotations
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.log.partition import PartitionLog
-from broker.log.topics import TopicError, TopicManager, validate_configs, validate_topic_name
-from protocol.errors import ErrorCode
-from protocol.records import (
+from kgroupd.broker.log.partition import PartitionLog
+from kgroupd.broker.log.topics import (
+    TopicError,
+    TopicManager,
+    validate_configs,
+    validate_topic_name,
+)
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.records import (
     CorruptBatch,
     check_crc,
     parse_header,

@@ -1,10 +1,10 @@
 """What ApiVersions advertises is exactly what is implemented."""
 
-from broker.handlers import HANDLERS, supported_versions
-from broker.handlers.api_versions import api_versions_body
-from protocol.errors import ErrorCode
-from protocol.messages import MESSAGES, lookup
-from protocol.schemas import DEFINITIONS, SERVED
+from kgroupd.broker.handlers import HANDLERS, supported_versions
+from kgroupd.broker.handlers.api_versions import api_versions_body
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.messages import MESSAGES, lookup
+from kgroupd.protocol.schemas import DEFINITIONS, SERVED
 
 
 def test_advertised_table_is_the_handler_registry_and_the_served_schemas() -> None:

@@ -1,4 +1,4 @@
-"""Merging segments in the log cleaner (broker.storage.segment_cleaner): consecutive closed
+"""Merging segments in the log cleaner (kgroupd.broker.storage.segment_cleaner): consecutive closed
 segments are cleaned into one, as Kafka's groupSegmentsBySize groups them, and a swap of N
 segments into 1 cut short at any step (a crash: nothing after it happens) leaves a data
 directory that start-up completes or undoes, losing nothing."""
@@ -11,12 +11,12 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from broker.log.cleaner import LogCleaner
-from broker.log.partition import PartitionLog, now_ms
-from broker.storage import segment_cleaner as sc
-from broker.storage.segment import Segment
-from broker.testing import running_server
-from protocol.records import build_batch, parse_header, with_base_offset
+from kgroupd.broker.log.cleaner import LogCleaner
+from kgroupd.broker.log.partition import PartitionLog, now_ms
+from kgroupd.broker.storage import segment_cleaner as sc
+from kgroupd.broker.storage.segment import Segment
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.records import build_batch, parse_header, with_base_offset
 from tests.integration.test_compaction import TOPIC, read_log
 from tests.support.kafka_wire import WireClient, create_topic
 

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from broker.storage.entries import (
+from kgroupd.broker.storage.entries import (
     FILE_HEADER,
     KIND_RECORD_LOG,
     KIND_SNAPSHOT,

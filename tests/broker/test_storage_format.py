@@ -28,7 +28,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     CoordinatorConfig,
     CoordinatorShard,
     GroupMetadataRecord,
@@ -39,15 +39,15 @@ from broker.coordinator import (
     Record,
     record_to_dict,
 )
-from broker.coordinator.core import OffsetAndMetadata
-from broker.coordinator.placement import partition_for
-from broker.storage.coordinator_format import (
+from kgroupd.broker.coordinator.core import OffsetAndMetadata
+from kgroupd.broker.coordinator.placement import partition_for
+from kgroupd.broker.storage.coordinator_format import (
     BLOCK_PARTITIONS,
     decode_offset_block,
     encode_offset_blocks,
 )
-from broker.storage.coordinator_store import CoordinatorStore, file_records
-from broker.storage.entries import (
+from kgroupd.broker.storage.coordinator_store import CoordinatorStore, file_records
+from kgroupd.broker.storage.entries import (
     ENTRY_HEADER,
     FILE_HEADER,
     FORMAT_VERSION,
@@ -57,9 +57,9 @@ from broker.storage.entries import (
     entry,
     scan,
 )
-from broker.storage.fileio import write_all
-from broker.storage.fsync import FsyncWorker
-from broker.storage.topic_store import PartitionStore
+from kgroupd.broker.storage.fileio import write_all
+from kgroupd.broker.storage.fsync import FsyncWorker
+from kgroupd.broker.storage.topic_store import PartitionStore
 from tests.broker.storage_helpers import GROUP, PARTITIONS, TOPIC, commit, committed
 from tests.support.broker_process import BrokerProcess
 from tests.support.groups import RawConnection, describe_group

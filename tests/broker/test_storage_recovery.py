@@ -29,15 +29,15 @@ from pathlib import Path
 
 import pytest
 
-from broker.coordinator import CoordinatorConfig, CoordinatorShard, ManualTimers
-from broker.coordinator.records import (
+from kgroupd.broker.coordinator import CoordinatorConfig, CoordinatorShard, ManualTimers
+from kgroupd.broker.coordinator.records import (
     GroupMetadataRecord,
     MemberRecord,
     OffsetCommitRecord,
     OffsetTombstoneRecord,
 )
-from broker.storage.coordinator_store import CoordinatorStore, file_records
-from broker.storage.entries import (
+from kgroupd.broker.storage.coordinator_store import CoordinatorStore, file_records
+from kgroupd.broker.storage.entries import (
     ENTRY_HEADER,
     FILE_HEADER,
     FORMAT_VERSION,
@@ -46,8 +46,8 @@ from broker.storage.entries import (
     entry,
     scan,
 )
-from broker.storage.fsync import FsyncWorker
-from protocol.records import HEADER_SIZE, parse_header
+from kgroupd.broker.storage.fsync import FsyncWorker
+from kgroupd.protocol.records import HEADER_SIZE, parse_header
 from tests.broker.storage_helpers import BROKER_ARGS, GROUP, PARTITIONS, TOPIC, commit, committed
 from tests.support.broker_process import (
     BrokerProcess,
@@ -445,7 +445,7 @@ async def test_offsets_pending_in_a_transaction_survive_a_snapshot_and_a_restart
 ) -> None:
     """Pending transactional offsets are written to the log and into snapshots; the marker
     removes them from both, so a restart keeps exactly the still-pending ones pending."""
-    from broker.coordinator import OffsetCommitPartition, OffsetCommitTopic, TxnOffsetCommit
+    from kgroupd.broker.coordinator import OffsetCommitPartition, OffsetCommitTopic, TxnOffsetCommit
 
     async def run(step: int) -> CoordinatorShard:
         worker = FsyncWorker(asyncio.get_running_loop(), "always", 1000)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.log.partition import PartitionLog, now_ms
-from protocol.records import control_batch, control_marker, parse_header, with_base_offset
+from kgroupd.broker.log.partition import PartitionLog, now_ms
+from kgroupd.protocol.records import control_batch, control_marker, parse_header, with_base_offset
 
 
 def add(log: PartitionLog, pid: int, n: int = 1, transactional: bool = True) -> int:

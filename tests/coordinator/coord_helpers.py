@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     CoordinatorConfig,
     CoordinatorShard,
     Deferred,
@@ -27,9 +27,9 @@ from broker.coordinator import (
     SyncGroup,
     SyncGroupResult,
 )
-from broker.coordinator.consumer_protocol import encode_subscription
-from broker.coordinator.group import ClassicGroup
-from broker.coordinator.records import CommitEntries, OffsetCommitRecord, RecordSink
+from kgroupd.broker.coordinator.consumer_protocol import encode_subscription
+from kgroupd.broker.coordinator.group import ClassicGroup
+from kgroupd.broker.coordinator.records import CommitEntries, OffsetCommitRecord, RecordSink
 
 DELAY = 100  # initial rebalance delay in tests
 SESSION = 1000

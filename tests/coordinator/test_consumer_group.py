@@ -9,7 +9,7 @@ import uuid
 import pytest
 from coord_helpers import TEST_CONFIG
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     ConsumerGroupHeartbeat,
     ConsumerGroupHeartbeatResult,
     CoordinatorShard,
@@ -19,7 +19,7 @@ from broker.coordinator import (
     OffsetCommitTopic,
     OffsetFetch,
 )
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 SESSION, HEARTBEAT, REBALANCE = 1000, 100, 2000
 CONFIG = dataclasses.replace(
@@ -284,7 +284,7 @@ def test_replaying_what_a_live_group_emitted_rebuilds_it() -> None:
 
 
 def test_a_classic_join_with_malformed_metadata_is_refused(h: Harness) -> None:
-    from broker.coordinator import JoinGroup
+    from kgroupd.broker.coordinator import JoinGroup
 
     h.hb("a", 0)
     joined = h.shard.join_group(

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from broker.coordinator.consumer.records import (
+from kgroupd.broker.coordinator.consumer.records import (
     ClassicMeta,
     ConsumerGroupCurrentMemberRecord,
     ConsumerGroupEpochRecord,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coord_helpers import RANGE, TEST_CONFIG, Harness
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     CoordinatorConfig,
     CoordinatorShard,
     DeleteGroups,
@@ -21,7 +21,7 @@ from broker.coordinator import (
     SyncGroup,
     partition_for,
 )
-from protocol.errors import ErrorCode as E
+from kgroupd.protocol.errors import ErrorCode as E
 
 S = GroupState
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     ALLOWED_PREVIOUS,
     CoordinatorConfig,
     Deferred,
@@ -18,13 +18,13 @@ from broker.coordinator import (
     java_string_hashcode,
     partition_for,
 )
-from broker.coordinator.consumer_protocol import (
+from kgroupd.broker.coordinator.consumer_protocol import (
     ConsumerProtocolError,
     encode_subscription,
     subscription_topics,
 )
-from broker.coordinator.group import ClassicGroup
-from broker.coordinator.state import check_transition
+from kgroupd.broker.coordinator.group import ClassicGroup
+from kgroupd.broker.coordinator.state import check_transition
 
 
 # --- placement ---------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import re
 import pytest
 from coord_helpers import DELAY, RANGE, REBALANCE, SESSION, Harness, sub
 
-from broker.coordinator import GroupMetadataRecord, GroupState
-from protocol.errors import ErrorCode as E
+from kgroupd.broker.coordinator import GroupMetadataRecord, GroupState
+from kgroupd.protocol.errors import ErrorCode as E
 
 S = GroupState
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from coord_helpers import SESSION, TEST_CONFIG, Harness, sub
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     GroupState,
     GroupTombstoneRecord,
     OffsetCommitRecord,
     OffsetDelete,
     OffsetTombstoneRecord,
 )
-from protocol.errors import ErrorCode as E
+from kgroupd.protocol.errors import ErrorCode as E
 
 S = GroupState
 RETENTION = TEST_CONFIG.offsets_retention_ms
@@ -90,7 +90,7 @@ def test_generation_minus_one_on_empty_group_is_accepted() -> None:
 
 def test_metadata_too_large_only_for_that_partition() -> None:
     h = Harness(offset_metadata_max_bytes=4)
-    from broker.coordinator import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
+    from kgroupd.broker.coordinator import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
 
     r = h.shard.commit_offsets(
         OffsetCommit(

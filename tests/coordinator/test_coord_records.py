@@ -11,7 +11,7 @@ from coord_helpers import TEST_CONFIG, Harness, sub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     CoordinatorShard,
     Deferred,
     GroupMetadataRecord,
@@ -26,7 +26,7 @@ from broker.coordinator import (
     record_from_dict,
     record_to_dict,
 )
-from broker.coordinator.records import (
+from kgroupd.broker.coordinator.records import (
     RECORD_FORMAT_VERSION,
     NewerRecordFormat,
     RecordFormatError,
@@ -35,7 +35,7 @@ from broker.coordinator.records import (
     decode_record,
     encode_record,
 )
-from protocol.errors import ErrorCode as E
+from kgroupd.protocol.errors import ErrorCode as E
 
 
 def json_roundtrip(record: Record) -> Record:

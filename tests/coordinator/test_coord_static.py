@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from coord_helpers import RANGE, SESSION, Harness, sub
 
-from broker.coordinator import GroupMetadataRecord, GroupState
-from protocol.errors import ErrorCode as E
+from kgroupd.broker.coordinator import GroupMetadataRecord, GroupState
+from kgroupd.protocol.errors import ErrorCode as E
 
 S = GroupState
 

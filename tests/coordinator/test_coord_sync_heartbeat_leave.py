@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from coord_helpers import REBALANCE, SESSION, Harness, sub
 
-from broker.coordinator import GroupMetadataRecord, GroupState
-from protocol.errors import ErrorCode as E
+from kgroupd.broker.coordinator import GroupMetadataRecord, GroupState
+from kgroupd.protocol.errors import ErrorCode as E
 
 S = GroupState
 

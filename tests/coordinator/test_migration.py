@@ -10,9 +10,9 @@ import uuid
 from coord_helpers import DELAY, REBALANCE, SESSION, TEST_CONFIG
 from coord_helpers import Harness as ClassicHarness
 
-from assignors.codec import Assignment, Subscription, decode_assignment, encode_assignment
-from assignors.codec import encode_subscription as encode_sub
-from broker.coordinator import (
+from kgroupd.assignors.codec import Assignment, Subscription, decode_assignment, encode_assignment
+from kgroupd.assignors.codec import encode_subscription as encode_sub
+from kgroupd.broker.coordinator import (
     ConsumerGroupHeartbeat,
     ConsumerGroupHeartbeatResult,
     CoordinatorShard,
@@ -20,9 +20,9 @@ from broker.coordinator import (
     ManualTimers,
     Record,
 )
-from broker.coordinator.consumer.group import MemberState
-from broker.coordinator.state import GroupState
-from protocol.errors import ErrorCode
+from kgroupd.broker.coordinator.consumer.group import MemberState
+from kgroupd.broker.coordinator.state import GroupState
+from kgroupd.protocol.errors import ErrorCode
 
 TOPIC = uuid.UUID(int=7)
 CG_SESSION = 4000

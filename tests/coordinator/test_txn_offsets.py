@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from coord_helpers import Harness
 
-from broker.coordinator import (
+from kgroupd.broker.coordinator import (
     CoordinatorShard,
     ManualTimers,
     OffsetCommitPartition,
@@ -15,8 +15,8 @@ from broker.coordinator import (
     OffsetFetchTopic,
     TxnOffsetCommit,
 )
-from broker.coordinator.state import GroupState
-from protocol.errors import ErrorCode
+from kgroupd.broker.coordinator.state import GroupState
+from kgroupd.protocol.errors import ErrorCode
 
 PID = 4000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from txn_helpers import TIMEOUT, TP, TP1, Harness, harness, ok
 
-from broker.coordinator.placement import partition_for
-from broker.coordinator.txn import (
+from kgroupd.broker.coordinator.placement import partition_for
+from kgroupd.broker.coordinator.txn import (
     AddOffsets,
     AddPartitions,
     InitProducerId,
@@ -14,8 +14,8 @@ from broker.coordinator.txn import (
     TransactionMetadataRecord,
     TransactionState,
 )
-from broker.coordinator.txn.metadata import MAX_EPOCH
-from protocol.errors import ErrorCode
+from kgroupd.broker.coordinator.txn.metadata import MAX_EPOCH
+from kgroupd.protocol.errors import ErrorCode
 
 S = TransactionState
 E = ErrorCode

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from txn_helpers import CONFIG, TIMEOUT, TP, FakeMarkers, Harness, harness, ok
 
-from broker.coordinator.timers import ManualTimers
-from broker.coordinator.txn import (
+from kgroupd.broker.coordinator.timers import ManualTimers
+from kgroupd.broker.coordinator.txn import (
     AddOffsets,
     InitProducerId,
     ListTransactions,
@@ -21,8 +21,8 @@ from broker.coordinator.txn import (
     decode_txn_record,
     encode_txn_record,
 )
-from broker.coordinator.txn.metadata import MAX_EPOCH
-from protocol.errors import ErrorCode
+from kgroupd.broker.coordinator.txn.metadata import MAX_EPOCH
+from kgroupd.protocol.errors import ErrorCode
 
 S = TransactionState
 E = ErrorCode

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from broker.coordinator.records import NewerRecordFormat, RecordFormatError
-from broker.coordinator.txn import (
+from kgroupd.broker.coordinator.records import NewerRecordFormat, RecordFormatError
+from kgroupd.broker.coordinator.txn import (
     IllegalTransactionTransition,
     TransactionMetadata,
     TransactionMetadataRecord,

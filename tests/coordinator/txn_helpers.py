@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.coordinator.timers import ManualTimers
-from broker.coordinator.txn import (
+from kgroupd.broker.coordinator.timers import ManualTimers
+from kgroupd.broker.coordinator.txn import (
     AddPartitions,
     EndTxn,
     InitProducerId,
@@ -17,7 +17,7 @@ from broker.coordinator.txn import (
     TxnMarkers,
     TxnRecord,
 )
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 TIMEOUT = 60_000
 CONFIG = TxnConfig(

@@ -9,8 +9,8 @@ import pytest
 import pytest_asyncio
 import uvloop
 
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 
 
 def pytest_asyncio_loop_factories(

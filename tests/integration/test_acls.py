@@ -1,7 +1,7 @@
 """ACLs (``--authorizer acl``) as Kafka's StandardAuthorizer applies them (issue 15).
 
 - Generated from the handler registry: every served API has an entry in the one table
-  (``broker.security.rules.ACCESS``), and each, sent at its newest version with every field
+  (``kgroupd.broker.security.rules.ACCESS``), and each, sent at its newest version with every field
   naming existing resources, by a principal with no ACLs, is refused with an authorization
   error (or, for the listing APIs, shows nothing); only ApiVersions and the SASL requests are
   open.
@@ -26,14 +26,20 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
-from broker.config import TopicSpec
-from broker.handlers import HANDLERS
-from broker.security.acls import Authorizer, Operation, PatternType, Permission, ResourceType
-from broker.security.rules import ACCESS
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.codec import ArrayOf, F
-from protocol.schemas import DEFINITIONS
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.handlers import HANDLERS
+from kgroupd.broker.security.acls import (
+    Authorizer,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from kgroupd.broker.security.rules import ACCESS
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.codec import ArrayOf, F
+from kgroupd.protocol.schemas import DEFINITIONS
 from tests.integration.test_fuzz_requests import ask
 from tests.support.fuzz import cases, check_answers, generated_frames
 from tests.support.kafka_wire import WireClient, create_topic
@@ -107,7 +113,7 @@ def allow(
     permission: Permission = Permission.ALLOW,
 ) -> None:
     """An ACL added the way CreateAcls adds it (the wire path has its own test)."""
-    from broker.security.acls import AclBinding
+    from kgroupd.broker.security.acls import AclBinding
 
     authorizer = server.broker.authorizer
     assert authorizer is not None

@@ -1,8 +1,8 @@
 """``kgroupd groups ...`` and ``kgroupd topics ...`` against a real kgroupd, checked against
 what real clients (aiokafka) consumed and committed.
 
-Most calls run the tool in-process (``broker.admin.cli.amain`` on the test's loop, output
-captured); exit codes and usage errors run ``python -m broker ...`` as a subprocess."""
+Most calls run the tool in-process (``kgroupd.broker.admin.cli.amain`` on the test's loop, output
+captured); exit codes and usage errors run ``python -m kgroupd.broker ...`` as a subprocess."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import pytest_asyncio
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from broker.admin.cli import amain
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.admin.cli import amain
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -68,7 +68,7 @@ async def subprocess_cli(*argv: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "broker",
+        "kgroupd.broker",
         *argv,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -419,8 +419,8 @@ async def test_the_serving_path_does_not_import_the_tools() -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        "import sys, broker.server, broker.cli; "
-        "sys.exit(any(m.startswith('broker.admin') for m in sys.modules))",
+        "import sys, kgroupd.broker.server, kgroupd.broker.cli; "
+        "sys.exit(any(m.startswith('kgroupd.broker.admin') for m in sys.modules))",
     )
     assert await asyncio.wait_for(proc.wait(), 30) == 0
 

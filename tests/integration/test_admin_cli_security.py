@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from broker.admin.properties import UsageError, parse_properties, settings_from
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.admin.properties import UsageError, parse_properties, settings_from
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.support.certs import Certs, make_certs
 
 USER, PASSWORD = "alice", "alice-secret"
@@ -53,7 +53,7 @@ async def run_cli(*argv: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "broker",
+        "kgroupd.broker",
         *argv,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -20,9 +20,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from broker.server import KafkaServer
-from broker.testing import ThreadedBroker, running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import ThreadedBroker, running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import (
     WireClient,
     build_batch,

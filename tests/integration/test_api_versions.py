@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import warnings
 
-from broker.server import KafkaServer
-from protocol.schemas import SERVED
+from kgroupd.broker.server import KafkaServer
+from kgroupd.protocol.schemas import SERVED
 from tests.support.kafka_wire import WireClient
 
 

@@ -27,9 +27,9 @@ from aiokafka.coordinator.protocol import ConsumerProtocol
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from assignors import FailoverAssignor, StickyAssignor
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.assignors import FailoverAssignor, StickyAssignor
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.support.groups import struct_to_dict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -217,7 +217,7 @@ import asyncio, json, sys
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
-from assignors import FailoverAssignor
+from kgroupd.assignors import FailoverAssignor
 
 def emit(**event):
     print(json.dumps(event), flush=True)

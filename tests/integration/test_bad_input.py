@@ -10,8 +10,8 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from broker.server import KafkaServer
-from protocol.messages import lookup
+from kgroupd.broker.server import KafkaServer
+from kgroupd.protocol.messages import lookup
 from tests.support.kafka_wire import WireClient, create_topic, fetch_request
 
 

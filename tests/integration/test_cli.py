@@ -15,7 +15,7 @@ async def start(*args: str, env: dict[str, str] | None = None) -> asyncio.subpro
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "broker",
+        "kgroupd.broker",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

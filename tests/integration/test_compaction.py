@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from crc32c import crc32c
 
-from broker.log.partition import PartitionLog, now_ms
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.records import build_batch, parse_header, with_base_offset
+from kgroupd.broker.log.partition import PartitionLog, now_ms
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.records import build_batch, parse_header, with_base_offset
 from tests.support.broker_process import broker_process
 from tests.support.kafka_wire import (
     WireClient,
@@ -312,7 +312,7 @@ async def test_aborted_transactions_are_removed_and_committed_ones_stay(
             (9, b"x" * 400),
         ]
 
-        from broker.log.cleaner import LogCleaner
+        from kgroupd.broker.log.cleaner import LogCleaner
 
         cleaner = LogCleaner(server.broker.topics, 50, None)
         try:
@@ -505,7 +505,7 @@ def test_compaction_configs_through_create_alter_and_describe() -> None:
         ResourceType,
     )
 
-    from broker.testing import ThreadedBroker
+    from kgroupd.broker.testing import ThreadedBroker
 
     with ThreadedBroker() as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})

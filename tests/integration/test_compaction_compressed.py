@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from broker.log.cleaner import LogCleaner
-from broker.log.partition import now_ms
-from broker.testing import running_server
-from protocol.records import COMPRESSION_MASK, CONTROL_BIT, BatchHeader, parse_header
+from kgroupd.broker.log.cleaner import LogCleaner
+from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.records import COMPRESSION_MASK, CONTROL_BIT, BatchHeader, parse_header
 from tests.support.kafka_wire import WireClient, create_topic, fetch_request, only_partition
 
 TOPIC = "compressed"

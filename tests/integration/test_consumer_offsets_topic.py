@@ -12,11 +12,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from broker.coordinator.placement import partition_for
-from broker.log.consumer_offsets import offsets_topic_id
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.coordinator.placement import partition_for
+from kgroupd.broker.log.consumer_offsets import offsets_topic_id
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.coordinator_records import decode
 from tests.support.kafka_wire import (
     WireClient,
@@ -219,8 +219,8 @@ async def test_compaction_keeps_the_latest_record_of_each_key(server: KafkaServe
         await create_topic(wire, "events", 1)
         await find_coordinator(wire, "g")
     shard = server.broker.coordinator.shard_for("g").partition
-    from broker.log.consumer_offsets import COMPACT_SLACK
-    from broker.log.consumer_offsets_format import offset_commit_key, offset_commit_value
+    from kgroupd.broker.log.consumer_offsets import COMPACT_SLACK
+    from kgroupd.broker.log.consumer_offsets_format import offset_commit_key, offset_commit_value
 
     for i in range(COMPACT_SLACK + 10):
         key = offset_commit_key("g", "events", i % 3)

@@ -18,8 +18,8 @@ import pytest_asyncio
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.support.kafka_wire import WireClient
 
 SESSION_MS, HEARTBEAT_MS = 3000, 300

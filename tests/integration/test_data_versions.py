@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest_asyncio
 
-from broker.server import KafkaServer
-from protocol.errors import ErrorCode
+from kgroupd.broker.server import KafkaServer
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import (
     WireClient,
     build_batch,

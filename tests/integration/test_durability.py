@@ -46,19 +46,19 @@ from aiokafka.structs import OffsetAndMetadata
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
 
-from broker.coordinator.placement import partition_for
-from broker.coordinator.records import (
+from kgroupd.broker.coordinator.placement import partition_for
+from kgroupd.broker.coordinator.records import (
     GroupMetadataRecord,
     GroupTombstoneRecord,
     OffsetCommitRecord,
     OffsetTombstoneRecord,
     decode_record,
 )
-from broker.log.partition import now_ms
-from broker.storage.coordinator_store import file_records
-from broker.storage.entries import KIND_RECORD_LOG, scan
-from broker.testing import running_server
-from protocol.records import parse_header
+from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.storage.coordinator_store import file_records
+from kgroupd.broker.storage.entries import KIND_RECORD_LOG, scan
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.records import parse_header
 from tests.support.broker_process import (
     BrokerProcess,
     broker_process,

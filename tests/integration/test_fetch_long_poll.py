@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest_asyncio
 
-from broker.config import TopicSpec
-from broker.connection import KafkaConnection
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.connection import KafkaConnection
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.support.kafka_wire import build_batch, encode_request, fetch_request, produce_request
 
 

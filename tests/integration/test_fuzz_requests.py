@@ -25,10 +25,10 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from hypothesis import HealthCheck, given, settings
 
-from broker.config import TopicSpec
-from broker.connection import KafkaConnection
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.connection import KafkaConnection
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.support.fuzz import (
     MUTATIONS,
     cases,

@@ -9,10 +9,10 @@ from typing import Any
 import pytest_asyncio
 from structlog.testing import capture_logs
 
-from broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient
 
 FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP = 10, 11, 14, 13

@@ -27,9 +27,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.groups import (
     DELETE_GROUPS,
     GroupView,

@@ -22,10 +22,10 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from broker.config import TopicSpec
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.groups import (
     HEARTBEAT,
     JOIN_GROUP,

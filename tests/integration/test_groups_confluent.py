@@ -33,10 +33,10 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
-from broker.config import TopicSpec
-from broker.handlers import HANDLERS
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.handlers import HANDLERS
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.support.rebalance_log import CallbackLog
 
 T = TypeVar("T")

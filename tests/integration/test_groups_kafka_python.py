@@ -29,9 +29,9 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
-from broker.config import TopicSpec
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.support.rebalance_log import CallbackLog
 
 # kafka-python 3.0 reads its message schemas with importlib.resources.read_text (which calls

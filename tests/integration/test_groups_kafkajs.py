@@ -29,10 +29,10 @@ import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from broker.config import TopicSpec
-from broker.coordinator import DescribeGroups
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.coordinator import DescribeGroups
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]

@@ -42,10 +42,10 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 from confluent_kafka import Consumer
 
-from broker.config import TopicSpec
-from broker.coordinator import DescribeGroups
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.coordinator import DescribeGroups
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 from tests.integration.test_groups_kafkajs import install_kafkajs
 from tests.support.groups import decode_assignment

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.testing import running_server
+from kgroupd.broker.testing import running_server
 from tests.support.kafka_wire import WireClient, create_topic
 
 OFFSET_COMMIT, OFFSET_FETCH, API_VERSIONS = 8, 9, 18

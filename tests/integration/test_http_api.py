@@ -14,10 +14,10 @@ import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from broker.config import TopicSpec
-from broker.live import QUEUE_LIMIT
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.live import QUEUE_LIMIT
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 
 TOPIC = "orders"
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
-from broker.config import ConfigError, load_config
-from broker.server import KafkaServer
-from broker.testing import ThreadedBroker, running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.config import ConfigError, load_config
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import ThreadedBroker, running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient, create_topic, create_topics_request
 from tests.support.segment_data import BATCH, produce_raw, read_all, value_at
 

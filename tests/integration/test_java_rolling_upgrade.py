@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 from tests.support.java import JavaClient, java_available, prepare_java_client
 

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from broker.handlers import HANDLERS
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.handlers import HANDLERS
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 from tests.support.java import JavaClient, java_available, prepare_java_client
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from broker.server import KafkaServer
-from protocol.records import COMPRESSION_MASK, parse_header
+from kgroupd.broker.server import KafkaServer
+from kgroupd.protocol.records import COMPRESSION_MASK, parse_header
 from tests.conftest import require
 from tests.support.kafka_wire import WireClient
 from tests.support.kafka_wire import create_topic as wire_create_topic

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from broker.testing import running_server
+from kgroupd.broker.testing import running_server
 from tests.support.kafka_wire import WireClient, create_topic
 
 

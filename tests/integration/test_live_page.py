@@ -14,8 +14,8 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from broker.config import TopicSpec
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 
 TOPIC = "orders"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest_asyncio
 
-from broker.server import KafkaServer
-from protocol.errors import ErrorCode
+from kgroupd.broker.server import KafkaServer
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient, create_topic
 
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from broker.config import TopicSpec
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.conftest import require
 from tests.support.java import JavaClient, java_available, prepare_java_client
 from tests.support.kafka_wire import WireClient

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest_asyncio
 
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient
 
 CREATE_TOPICS, CREATE_PARTITIONS, METADATA = 19, 37, 3

@@ -15,9 +15,9 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
-from broker.server import KafkaServer
-from protocol.errors import ErrorCode
-from protocol.records import parse_header
+from kgroupd.broker.server import KafkaServer
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.records import parse_header
 from tests.support.kafka_wire import (
     WireClient,
     build_batch,

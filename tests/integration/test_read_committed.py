@@ -18,9 +18,9 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.log.partition import PartitionLog, now_ms
-from broker.server import KafkaServer
-from protocol.records import parse_header, with_base_offset
+from kgroupd.broker.log.partition import PartitionLog, now_ms
+from kgroupd.broker.server import KafkaServer
+from kgroupd.protocol.records import parse_header, with_base_offset
 from tests.support.kafka_wire import (
     WireClient,
     build_batch,

@@ -25,14 +25,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from aiokafka.helpers import create_ssl_context
 
-from broker.server import KafkaServer
+from kgroupd.broker.server import KafkaServer
 
 with warnings.catch_warnings():
     # kafka-python 3.0 loads its JSON with a deprecated importlib call at import time
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KpTP
-from broker.testing import running_server
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 from tests.support.certs import Certs, make_certs
 from tests.support.java import JavaClient, java_available, prepare_java_client

@@ -34,8 +34,8 @@ import pytest_asyncio
 import scramp
 from aiokafka import AIOKafkaProducer
 
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.support.certs import Certs, make_certs
 from tests.support.kafka_wire import WireClient
 
@@ -419,7 +419,7 @@ async def test_unusable_tls_files_stop_start_up_with_one_line(tmp_path: Path) ->
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "broker",
+        "kgroupd.broker",
         "--http-port",
         "0",
         "--listeners",
@@ -442,7 +442,7 @@ async def test_an_unreadable_users_file_stops_start_up_with_one_line(tmp_path: P
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "broker",
+        "kgroupd.broker",
         "--http-port",
         "0",
         "--listeners",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from broker.testing import running_server
+from kgroupd.broker.testing import running_server
 from tests.support.broker_process import BrokerProcess, broker_process
 from tests.support.kafka_wire import WireClient, create_topic
 from tests.support.segment_data import BATCH, MiB, produce_raw, read_all, template

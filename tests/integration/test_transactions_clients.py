@@ -18,9 +18,9 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import ProducerFenced
 
-from broker.config import TopicSpec
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 
 TOPICS = {"ta": 3, "tb": 2}

@@ -15,10 +15,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from broker.coordinator.txn import TransactionMetadataRecord, TransactionState
-from broker.log.partition import PartitionLog
-from broker.storage.coordinator_store import file_records
-from broker.testing import running_server
+from kgroupd.broker.coordinator.txn import TransactionMetadataRecord, TransactionState
+from kgroupd.broker.log.partition import PartitionLog
+from kgroupd.broker.storage.coordinator_store import file_records
+from kgroupd.broker.testing import running_server
 
 
 def txn_states(data: Path) -> list[TransactionState]:

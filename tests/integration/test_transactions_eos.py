@@ -19,9 +19,9 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from broker.config import TopicSpec
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]

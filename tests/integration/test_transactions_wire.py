@@ -10,9 +10,9 @@ from typing import Any
 import pytest_asyncio
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.server import KafkaServer
-from broker.testing import running_server
-from protocol.errors import ErrorCode
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient, create_topic
 
 PRODUCE, METADATA, INIT_PID, ADD_PARTITIONS, END_TXN = 0, 3, 22, 24, 26

@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from broker.log.partition import now_ms
-from broker.server import KafkaServer
-from broker.testing import running_server
+from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from tests.conftest import require
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     require(shutil.which("java") is not None, "java (a JRE, 17+) is not on PATH; PySpark needs it")
     from pyspark.sql import SparkSession
 
-    from pipeline.source import KgroupdDataSource
+    from kgroupd.pipeline.source import KgroupdDataSource
 
     saved = {name: os.environ.get(name) for name in SPARK_ENV}
     os.environ.update(SPARK_ENV)

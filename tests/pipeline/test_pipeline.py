@@ -1,4 +1,4 @@
-"""The reference pipeline (``pipeline.job``) end to end: 20,000 JSON events, an availableNow
+"""The reference pipeline (``kgroupd.pipeline.job``) end to end: 20,000 JSON events, an availableNow
 run writing window counts to Parquet, then 5,000 more and a restart from the checkpoint."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.demo_producer import Event, ensure_topic, make_events, produce
-from pipeline.job import JobConfig, start, summary
+from kgroupd.pipeline.demo_producer import Event, ensure_topic, make_events, produce
+from kgroupd.pipeline.job import JobConfig, start, summary
 from tests.pipeline.conftest import BrokerThread
 from tests.pipeline.kafka_helpers import committed, end_offsets
 
@@ -54,7 +54,7 @@ def written(spark: Any, path: Path) -> dict[tuple[int, str], int]:
 
 
 def run(spark: Any, config: JobConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The run's progress entries and its summary (what python -m pipeline prints last)."""
+    """The run's progress entries and its summary (what python -m kgroupd.pipeline prints last)."""
     query = start(spark, config)
     try:
         assert query.awaitTermination(180), "the pipeline's availableNow run did not finish"
@@ -89,7 +89,7 @@ def test_window_counts_then_restart_reads_only_new_records(
     expected = closed_windows(first)
     assert len(expected) > 300  # nearly every window is closed; the last few stay open
     assert written(spark, tmp_path / "counts") == expected
-    # the run's summary line (python -m pipeline prints it last)
+    # the run's summary line (python -m kgroupd.pipeline prints it last)
     assert (done["records_read"], done["windows_written"]) == (20_000, len(expected))
     assert done["batches"] >= 1 and done["output"] == config.output
 
@@ -115,7 +115,8 @@ def test_window_counts_then_restart_reads_only_new_records(
 
 
 def test_an_unreachable_broker_fails_fast_in_one_line() -> None:
-    """``python -m pipeline`` with a wrong bootstrap address: exit 1 within 15 s (before Spark
+    """``python -m kgroupd.pipeline`` with a wrong bootstrap address: exit 1 within 15 s (before
+    Spark
     starts), one line on stderr naming the address."""
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -123,7 +124,14 @@ def test_an_unreachable_broker_fails_fast_in_one_line() -> None:
     for address in (f"127.0.0.1:{port}", "no-such-host.invalid:9092"):
         t0 = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-m", "pipeline", "--bootstrap-server", address, "--available-now"],
+            [
+                sys.executable,
+                "-m",
+                "kgroupd.pipeline",
+                "--bootstrap-server",
+                address,
+                "--available-now",
+            ],
             capture_output=True,
             text=True,
             timeout=30,

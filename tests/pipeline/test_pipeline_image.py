@@ -1,6 +1,7 @@
 """What can be checked of the pipeline image here (no Docker engine): ``Dockerfile.pipeline``
 copies every package the project installs, and its ENTRYPOINT/CMD and the compose services'
-commands are ones ``python -m pipeline`` and ``python -m pipeline.demo_producer`` accept."""
+commands are ones ``python -m kgroupd.pipeline`` and ``python -m kgroupd.pipeline.demo_producer``
+accept."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from pipeline.__main__ import parse
+from kgroupd.pipeline.__main__ import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,9 +38,7 @@ def dockerfile() -> tuple[set[str], list[str], list[str]]:
 def test_the_image_copies_every_installed_package() -> None:
     copies, _, _ = dockerfile()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    packages = {
-        p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    }
+    packages = set(pyproject["tool"]["setuptools"]["package-dir"].values())
     assert "pipeline" in packages
     assert packages | {"pyproject.toml", "README.md"} <= copies
 
@@ -72,7 +71,7 @@ def test_the_compose_services_pass_arguments_the_programs_accept() -> None:
     config, master = parse(compose_command("pipeline"))
     assert config.bootstrap_server == "kgroupd:9092" and master == "local[2]"
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline.demo_producer", "--help"],
+        [sys.executable, "-m", "kgroupd.pipeline.demo_producer", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

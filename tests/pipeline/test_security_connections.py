@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from broker.server import KafkaServer
-from broker.testing import ThreadedBroker, running_server
-from pipeline.source import SourceOptions
-from pipeline.source.cluster import AuthenticationError, describe_any
-from pipeline.source.security import Security
+from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.testing import ThreadedBroker, running_server
+from kgroupd.pipeline.source import SourceOptions
+from kgroupd.pipeline.source.cluster import AuthenticationError, describe_any
+from kgroupd.pipeline.source.security import Security
 from tests.pipeline.kafka_helpers import committed, create_topic, end_offsets, produce
 from tests.pipeline.spark_helpers import data_batches, run_available_now
 from tests.support.certs import Certs, make_certs

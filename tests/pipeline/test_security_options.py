@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from pipeline.source import KgroupdStreamReader, SourceOptions
-from pipeline.source.security import Security, parse_jaas
+from kgroupd.pipeline.source import KgroupdStreamReader, SourceOptions
+from kgroupd.pipeline.source.security import Security, parse_jaas
 from tests.support.certs import Certs, make_certs
 
 SECRET = 's3cr=t;"pw'  # characters the JAAS parser must keep inside quotes

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from broker.handlers import HANDLERS
-from pipeline.source import (
+from kgroupd.broker.handlers import HANDLERS
+from kgroupd.pipeline.source import (
     KgroupdStreamReader,
     OffsetRange,
     SourceOptions,

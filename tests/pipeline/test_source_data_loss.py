@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from broker.testing import ThreadedBroker
-from pipeline.demo_producer import make_events
-from pipeline.demo_producer import produce as produce_events
-from pipeline.job import JobConfig, start, summary
-from pipeline.source import KgroupdStreamReader, SourceOptions
-from pipeline.source.cluster import describe_any
-from pipeline.source.kafka import EventLoop
+from kgroupd.broker.testing import ThreadedBroker
+from kgroupd.pipeline.demo_producer import make_events
+from kgroupd.pipeline.demo_producer import produce as produce_events
+from kgroupd.pipeline.job import JobConfig, start, summary
+from kgroupd.pipeline.source import KgroupdStreamReader, SourceOptions
+from kgroupd.pipeline.source.cluster import describe_any
+from kgroupd.pipeline.source.kafka import EventLoop
 from tests.pipeline.conftest import BrokerThread
 from tests.pipeline.kafka_helpers import committed, create_topic, delete_topic, end_offsets, produce
 from tests.pipeline.spark_helpers import run_available_now
@@ -147,7 +147,7 @@ def _run_job(spark: Any, config: JobConfig) -> dict[str, Any]:
 
 
 def _produce_demo(broker: ThreadedBroker, start_ms: int) -> None:
-    """What ``python -m pipeline.demo_producer --count 2000`` sends: the same keys in the
+    """What ``python -m kgroupd.pipeline.demo_producer --count 2000`` sends: the same keys in the
     same order every time (seed 0), so every run puts as many events on each partition."""
     on(broker, produce_events(broker.bootstrap, "events", make_events(2000, start_ms=start_ms)))
 
@@ -175,7 +175,7 @@ def test_broker_restarted_without_its_data_stops_the_pipeline(spark: Any, tmp_pa
             [
                 sys.executable,
                 "-m",
-                "pipeline",
+                "kgroupd.pipeline",
                 "--bootstrap-server",
                 broker.bootstrap,
                 "--group",
@@ -192,7 +192,7 @@ def test_broker_restarted_without_its_data_stops_the_pipeline(spark: Any, tmp_pa
         )
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("python -m pipeline: error: events-0 (checkpoint offset"), last
+    assert last.startswith("python -m kgroupd.pipeline: error: events-0 (checkpoint offset"), last
     assert f"read from cluster {old_cluster} but the broker is cluster {new_cluster}" in last
     assert "failOnDataLoss=false" in last
     done = json.loads(proc.stdout.strip().splitlines()[-1])

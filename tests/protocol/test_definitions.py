@@ -1,4 +1,5 @@
-"""Every served version of every API defined with ``protocol.codec``, against kafka-python 3;
+"""Every served version of every API defined with ``kgroupd.protocol.codec``, against kafka-python
+3;
 for an API defined but not served yet (``DEFINITIONS`` without ``SERVED``), every version its
 definition covers.
 
@@ -24,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from protocol.codec import UNKNOWN_TAGS, Message
-from protocol.schemas import DEFINITIONS, SERVED
+from kgroupd.protocol.codec import UNKNOWN_TAGS, Message
+from kgroupd.protocol.schemas import DEFINITIONS, SERVED
 
 from .kp_extra import extra_kp_classes
 from .kp_reference import INT32_MIN, KP_CLASSES, ValueGen, kp_encode
@@ -173,7 +174,7 @@ def test_unknown_tagged_fields_round_trip(
 @pytest.mark.parametrize(("api_key", "version", "kind", "msg"), CASES)
 def test_truncated_bodies_are_refused(api_key: int, version: int, kind: str, msg: Message) -> None:
     """Every strict prefix of a valid body fails to decode with a clear error."""
-    from protocol.codec import DecodeError
+    from kgroupd.protocol.codec import DecodeError
 
     kp_cls = kp_class(api_key, kind)
     raw = kp_encode(build(kp_cls, version, False, api_key, kind), version)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.codec import UNKNOWN_TAGS
-from protocol.fast import decode_offset_commit, encode_offset_commit_response
-from protocol.messages import lookup
+from kgroupd.protocol.codec import UNKNOWN_TAGS
+from kgroupd.protocol.fast import decode_offset_commit, encode_offset_commit_response
+from kgroupd.protocol.messages import lookup
 
 names = st.text(max_size=30)
 int32 = st.integers(-(2**31), 2**31 - 1)

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.codec import UNKNOWN_TAGS
-from protocol.fast.consumer import (
+from kgroupd.protocol.codec import UNKNOWN_TAGS
+from kgroupd.protocol.fast.consumer import (
     decode_consumer_group_heartbeat,
     encode_consumer_group_heartbeat_response,
 )
-from protocol.messages import lookup
+from kgroupd.protocol.messages import lookup
 
 names = st.text(max_size=20)
 maybe = st.none() | names

@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.fast import encode_fetch_response
-from protocol.messages import lookup
+from kgroupd.protocol.fast import encode_fetch_response
+from kgroupd.protocol.messages import lookup
 
 int32 = st.integers(-(2**31), 2**31 - 1)
 batches = st.lists(st.binary(min_size=0, max_size=30), max_size=3)

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.codec import UNKNOWN_TAGS
-from protocol.fast import decode_heartbeat, encode_heartbeat_response
-from protocol.messages import lookup
+from kgroupd.protocol.codec import UNKNOWN_TAGS
+from kgroupd.protocol.fast import decode_heartbeat, encode_heartbeat_response
+from kgroupd.protocol.messages import lookup
 
 names = st.text(max_size=40)
 int32 = st.integers(-(2**31), 2**31 - 1)

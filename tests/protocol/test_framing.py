@@ -2,7 +2,7 @@ import struct
 
 import pytest
 
-from protocol.framing import (
+from kgroupd.protocol.framing import (
     FrameDecoder,
     FrameError,
     FrameTooLarge,

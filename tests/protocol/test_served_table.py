@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from broker.api_names import API_NAMES
-from broker.handlers import supported_versions
-from protocol.schemas import DEFINITIONS, SERVED
+from kgroupd.broker.api_names import API_NAMES
+from kgroupd.broker.handlers import supported_versions
+from kgroupd.protocol.schemas import DEFINITIONS, SERVED
 
 from .kp_extra import jar_message_json
 

@@ -7,7 +7,7 @@
     await proc.start()                 # same data dir, same port
     code, err = await proc.run_refused()   # a start-up that must fail: (exit code, stderr)
 
-``python -m broker --port P --log-format json --data-dir D ...`` is started with stderr on a
+``python -m kgroupd.broker --port P --log-format json --data-dir D ...`` is started with stderr on a
 pipe; a background task drains it for the whole life of the process (a full pipe would block
 the broker) and keeps every JSON log line in ``events`` (and anything else, such as
 ``kgroupd: error: ...``, in ``other_lines``), across restarts. ``wait_for_event`` awaits a
@@ -82,7 +82,7 @@ class BrokerProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "broker",
+            "kgroupd.broker",
             "--port",
             str(self.port),
             "--http-port",

@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.handlers import HANDLERS
-from protocol.codec import ArrayOf, F
-from protocol.errors import ErrorCode
-from protocol.messages import lookup
+from kgroupd.broker.handlers import HANDLERS
+from kgroupd.protocol.codec import ArrayOf, F
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.messages import lookup
 from tests.support.kafka_wire import decode_response, encode_request
 
 UNKNOWN_SERVER_ERROR = int(ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -4,7 +4,7 @@ and a bounded poll for conditions no client offers an event for.
 The raw connection speaks request header v1 (int16 api_key, int16 api_version, int32
 correlation id, int16-length client id) and reads response header v0 (int32 correlation
 id); bodies are encoded and decoded with the broker's own message registry
-(``protocol.messages.lookup``), so only the non-flexible versions the broker serves are
+(``kgroupd.protocol.messages.lookup``), so only the non-flexible versions the broker serves are
 usable, which covers every group API version it serves today.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-from protocol.messages import lookup
+from kgroupd.protocol.messages import lookup
 
 # Kafka API keys used by the group tests.
 FIND_COORDINATOR = 10

@@ -29,8 +29,8 @@ from aiokafka.protocol.struct import Struct
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 
-from protocol.framing import read_uvarint
-from protocol.messages import MessageSpec, lookup
+from kgroupd.protocol.framing import read_uvarint
+from kgroupd.protocol.messages import MessageSpec, lookup
 
 _INT32 = struct.Struct(">i")
 _HEADER_V1 = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 __all__ = [
     "JOIN_GROUP_MEMBER_EPOCH",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from broker.coordinator.consumer.commands import TopicsView
-from broker.coordinator.consumer.group import ConsumerGroup
-from protocol.errors import ErrorCode
+from kgroupd.broker.coordinator.consumer.commands import TopicsView
+from kgroupd.broker.coordinator.consumer.group import ConsumerGroup
+from kgroupd.protocol.errors import ErrorCode
 
 __all__ = ["validate_consumer_commit", "validate_consumer_fetch"]
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from assignors.codec import (
+from kgroupd.assignors.codec import (
     ASSIGNMENT_MAX_VERSION,
     CodecError,
     decode_assignment,
@@ -35,8 +35,8 @@ from assignors.codec import (
     encode_assignment,
     peek_version,
 )
-from assignors.codec import Assignment as EmbeddedAssignment
-from protocol.errors import ErrorCode
+from kgroupd.assignors.codec import Assignment as EmbeddedAssignment
+from kgroupd.protocol.errors import ErrorCode
 
 from ..commands import (
     Heartbeat,

@@ -32,8 +32,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 
-from assignors.server import DEFAULT_SERVER_ASSIGNOR, SERVER_ASSIGNORS, ServerMember
-from protocol.errors import ErrorCode
+from kgroupd.assignors.server import DEFAULT_SERVER_ASSIGNOR, SERVER_ASSIGNORS, ServerMember
+from kgroupd.protocol.errors import ErrorCode
 
 from ..core import ShardCore
 from ..group import ClassicGroup

@@ -5,7 +5,7 @@ Every state change of a consumer group is one of these, applied by ``replay`` li
 load alike (Kafka replays consumer-group records live too). The key (latest per key wins,
 a ``ConsumerTombstoneRecord`` with the same key deletes) is ``(kind, group_id, sub_key)``.
 
-Binary form (record format version 2, beside types 1-4 of ``broker.coordinator.records``):
+Binary form (record format version 2, beside types 1-4 of ``kgroupd.broker.coordinator.records``):
 ``uint8 version | uint8 type | fields in declaration order``, where strings are
 ``uint32 length | UTF-8``, nullable strings ``int32 length (-1: None) | UTF-8``, ints
 ``int32``, string lists ``uint32 n | strings``, topic partitions ``uint32 n | (16-byte topic

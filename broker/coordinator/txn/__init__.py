@@ -13,7 +13,7 @@ version of a request into a version-free command (``commands``) and call, synchr
 - ``describe(transactional_id) -> DescribedTransaction``
 - ``list_transactions(ListTransactions) -> ListTransactionsResult``
 
-Errors are ``protocol.errors.ErrorCode`` values, never raised. State changes are records
+Errors are ``kgroupd.protocol.errors.ErrorCode`` values, never raised. State changes are records
 (``records``: types 13 and 14) written to the shard's sink and applied by the one
 ``replay``, live and at load. Markers are written by a ``MarkerWriter`` (``io``); when it
 reports them written the shard logs CompleteCommit / CompleteAbort. Producer ids come from a

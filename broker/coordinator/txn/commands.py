@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 __all__ = [
     "AddOffsets",

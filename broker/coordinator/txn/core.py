@@ -8,7 +8,7 @@ from typing import Any
 
 import structlog
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from ..timers import Timers
 from .commands import TxnConfig

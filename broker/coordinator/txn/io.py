@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 __all__ = [
     "MarkerWriter",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from .records import TransactionMetadataRecord
 from .state import IllegalTransactionTransition, TransactionState, check_move

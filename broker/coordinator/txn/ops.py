@@ -10,7 +10,7 @@ being written (PrepareCommit / PrepareAbort).
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from ..placement import partition_for
 from .commands import (

@@ -5,7 +5,7 @@ Every state change a transaction shard persists is one of these, applied by the 
 ``replay`` live and at load alike. The compaction key is ``("txn", transactional_id)``: the
 latest record per key wins, a ``TransactionTombstoneRecord`` deletes.
 
-Binary form (record format version 2, beside types 1-12 of ``broker.coordinator.records``):
+Binary form (record format version 2, beside types 1-12 of ``kgroupd.broker.coordinator.records``):
 ``uint8 version | uint8 type | fields``.
 
 - type 13, transaction metadata: ``int64 producer id | int64 previous producer id | int64

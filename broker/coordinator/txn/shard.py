@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from protocol.errors import ErrorCode
+from kgroupd.protocol.errors import ErrorCode
 
 from ..timers import Timers
 from .commands import (
