@@ -21,7 +21,7 @@ VOLUME ["/var/lib/kgroupd"]
 # KGROUPD_HTTP_HOST=127.0.0.1 to keep it inside the container)
 EXPOSE 9092 8080
 # Ready (/readyz 200) means the data dir is loaded and the Kafka listeners accept.
-HEALTHCHECK --interval=5s --timeout=3s --retries=10 CMD ["python", "-m", "kgroupd.broker.healthcheck"]
+HEALTHCHECK --interval=5s --timeout=3s --retries=10 CMD ["python", "-m", "kgroupd.broker.cli.healthcheck"]
 # Clients outside the container need the name they reach it by:
 # KGROUPD_ADVERTISED_LISTENERS=PLAINTEXT://HOST:9092.
 ENTRYPOINT ["kgroupd"]

@@ -1037,7 +1037,7 @@ def in_process_main(args: argparse.Namespace) -> None:
     else runs in it while timed, and it does not wait on I/O) per request or per rebalance
     round, which background load does not inflate as it does wall time; optionally under
     py-spy."""
-    from kgroupd.broker.logging import configure_logging
+    from kgroupd.broker.config.logging import configure_logging
 
     configure_logging("json", "warning")
     print(f"# {h.kgroupd_revision()}; load avg {load():.2f}")
@@ -1097,9 +1097,9 @@ async def in_process_async(args: argparse.Namespace) -> None:
 
     import profile_hotpath as ph
 
-    from kgroupd.broker.config import BrokerConfig, TopicSpec
-    from kgroupd.broker.connection import KafkaConnection
-    from kgroupd.broker.server import KafkaServer
+    from kgroupd.broker.config.settings import BrokerConfig, TopicSpec
+    from kgroupd.broker.net.connection import KafkaConnection
+    from kgroupd.broker.net.server import KafkaServer
 
     capture = _transport_class()
     config = dataclasses.replace(

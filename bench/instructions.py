@@ -35,10 +35,10 @@ def child(tree: str, partitions: int, requests: int) -> None:
     sys.path[:0] = [tree, str(Path(tree) / "bench")]
     import bench_groups as bg
 
-    from kgroupd.broker.config import BrokerConfig, TopicSpec
-    from kgroupd.broker.connection import KafkaConnection
-    from kgroupd.broker.logging import configure_logging
-    from kgroupd.broker.server import KafkaServer
+    from kgroupd.broker.config.logging import configure_logging
+    from kgroupd.broker.config.settings import BrokerConfig, TopicSpec
+    from kgroupd.broker.net.connection import KafkaConnection
+    from kgroupd.broker.net.server import KafkaServer
 
     async def run() -> None:
         configure_logging("json", "warning")

@@ -102,9 +102,9 @@ def feed(conn: Any, frames: list[bytes], count: int) -> None:
 
 
 async def case(name: str, requests: int, spy: str | None) -> None:
-    from kgroupd.broker.config import BrokerConfig
-    from kgroupd.broker.connection import KafkaConnection
-    from kgroupd.broker.server import KafkaServer
+    from kgroupd.broker.config.settings import BrokerConfig
+    from kgroupd.broker.net.connection import KafkaConnection
+    from kgroupd.broker.net.server import KafkaServer
 
     phase, size = name.split("-")
     target = 16 * 1024 if size == "16KiB" else 1024 * 1024
@@ -224,7 +224,7 @@ def main() -> int:
         h.use_kgroupd_rev(args.kgroupd_rev)
         env = {**os.environ, h.SRC_ENV: str(h.KGROUPD_SRC)}
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
-    from kgroupd.broker.logging import configure_logging
+    from kgroupd.broker.config.logging import configure_logging
 
     configure_logging("json", "warning")  # no connection open/close lines
     print(f"# {h.kgroupd_revision()}; load avg {os.getloadavg()[0]:.2f}")

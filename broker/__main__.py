@@ -1,5 +1,5 @@
 import sys
 
-from kgroupd.broker.cli import main
+from kgroupd.broker.cli.main import main
 
 sys.exit(main())

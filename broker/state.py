@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kgroupd.broker.config import BrokerConfig
+from kgroupd.broker.config.settings import BrokerConfig
 from kgroupd.broker.coordinator import CoordinatorConfig, GroupCoordinator
 from kgroupd.broker.coordinator.txn import TransactionCoordinator
 from kgroupd.broker.log.consumer_offsets import OffsetsTopic
@@ -19,7 +19,7 @@ from kgroupd.broker.security.acls import Authorizer
 from kgroupd.broker.security.credentials import CredentialStore
 
 if TYPE_CHECKING:
-    from kgroupd.broker.metrics import BrokerStats
+    from kgroupd.broker.stats import BrokerStats
     from kgroupd.broker.storage.durability import Durability
 
 
@@ -55,7 +55,8 @@ class Broker:
         # __consumer_offsets, the coordinator's records as Kafka shows them
         self.offsets_topic = offsets_topic or OffsetsTopic(cluster_id, config.offsets_partitions)
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
-        # What the hot path counts for /metrics (kgroupd.broker.metrics); None under --no-metrics
+        # What the hot path counts for /metrics (kgroupd.broker.http.metrics); None under
+        # --no-metrics
         self.stats: BrokerStats | None = None
 
     def state_synced(self) -> asyncio.Future[None] | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kgroupd.broker.config import BrokerConfig
+from kgroupd.broker.config.settings import BrokerConfig
 from kgroupd.broker.coordinator import GroupCoordinator
 from kgroupd.broker.coordinator.timers import Timers
 from kgroupd.broker.coordinator.txn import TransactionCoordinator, TxnConfig, TxnMarkers

@@ -108,7 +108,7 @@ def summary(spark: SparkSession, query: StreamingQuery, config: JobConfig) -> di
 def reachable(bootstrap: str, timeout_s: float = 10.0) -> str | None:
     """None if a broker of the comma-separated ``bootstrap`` answers a Kafka ApiVersions
     request within ``timeout_s``, else why not (naming each address)."""
-    from kgroupd.broker.healthcheck import check
+    from kgroupd.broker.cli.healthcheck import check
 
     problems = []
     for address in bootstrap.split(","):

@@ -12,10 +12,26 @@ evicts down to seven eighths of it, in one cut per partition.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from kgroupd.broker.log.partition import PartitionLog, StoredBatch
+
+class StoredBatch(Protocol):
+    """A batch held in memory (``kgroupd.broker.log.partition.StoredBatch``): its bytes."""
+
+    @property
+    def data(self) -> bytes | memoryview: ...
+
+
+class PartitionLog(Protocol):
+    """What the budget asks of a partition (``kgroupd.broker.log.partition.PartitionLog``)."""
+
+    @property
+    def batches(self) -> Sequence[StoredBatch]: ...
+
+    def evictable(self, k: int) -> bool: ...
+
+    def evict(self, k: int) -> int: ...
 
 
 class MemoryBudget:
@@ -37,7 +53,9 @@ class MemoryBudget:
         if not self.total:
             self._fifo.clear()  # only stale entries can be left
 
-    def replaced(self, log: PartitionLog, freed: int, new: list[StoredBatch], stale: int) -> None:
+    def replaced(
+        self, log: PartitionLog, freed: int, new: Sequence[StoredBatch], stale: int
+    ) -> None:
         """The cleaner rewrote the oldest batches of ``log`` as ``new`` (``freed`` bytes
         fewer): they are queued first, in the log's order, as the batches they replace were.
         The ``stale`` entries of those (emptied, or now queued twice) are skipped when met,

@@ -90,7 +90,8 @@ class PartitionLog:
     high_watermark: int = 0
     size_bytes: int = 0
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    # Segment files under --data-dir (kgroupd.broker.storage.topic_store.PartitionStore), else None.
+    # Segment files under --data-dir (kgroupd.broker.storage.partition_store.PartitionStore), else
+    # None.
     store: SegmentStore | None = None
     # Open and aborted transactions (rebuilt from the batches at start-up).
     txn: TxnIndex = field(default_factory=TxnIndex)

@@ -60,7 +60,7 @@ class DataDir:
                     f"not {cluster_id}"
                 )
             return str(meta["cluster_id"])
-        from kgroupd.broker.config import new_cluster_id
+        from kgroupd.broker.config.settings import new_cluster_id
 
         chosen = cluster_id or new_cluster_id()
         tmp = meta_path.with_suffix(".tmp")

@@ -22,7 +22,7 @@ from kgroupd.broker.storage.fsync import FsyncWorker
 from kgroupd.broker.storage.topic_store import TopicStore
 
 if TYPE_CHECKING:
-    from kgroupd.broker.config import BrokerConfig
+    from kgroupd.broker.config.settings import BrokerConfig
     from kgroupd.broker.coordinator import CoordinatorShard, GroupCoordinator
     from kgroupd.broker.log.producers import ProducerStateManager
     from kgroupd.broker.log.topics import TopicManager

@@ -47,7 +47,7 @@ from kgroupd.broker.storage.segment import Segment, peek, read_index
 
 if TYPE_CHECKING:
     from kgroupd.broker.log.partition import PartitionLog
-    from kgroupd.broker.storage.topic_store import PartitionStore
+    from kgroupd.broker.storage.partition_store import PartitionStore
 
 CLEANED = ".cleaned"
 SWAP = ".swap"

@@ -45,7 +45,7 @@ from kgroupd.protocol.records import (
 
 if TYPE_CHECKING:
     from kgroupd.broker.log.partition import PartitionLog
-    from kgroupd.broker.storage.topic_store import PartitionStore
+    from kgroupd.broker.storage.partition_store import PartitionStore
 
 log = structlog.get_logger("kgroupd.storage")
 

@@ -1,6 +1,12 @@
 import pytest
 
-from kgroupd.broker.config import BrokerConfig, ConfigError, TopicSpec, build_parser, load_config
+from kgroupd.broker.config.settings import (
+    BrokerConfig,
+    ConfigError,
+    TopicSpec,
+    build_parser,
+    load_config,
+)
 
 
 def test_defaults_are_kafkas() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kgroupd.broker.config import ConfigError, load_config
-from kgroupd.broker.listeners import Listener
+from kgroupd.broker.config.listeners import Listener
+from kgroupd.broker.config.settings import ConfigError, load_config
 
 
 def listeners(*argv: str, env: dict[str, str] | None = None) -> list[Listener]:

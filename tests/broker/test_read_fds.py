@@ -1,4 +1,5 @@
-"""The reader threads' descriptors (``kgroupd.broker.storage.topic_store.ReadFds``): one a read on a
+"""The reader threads' descriptors (``kgroupd.broker.storage.partition_store.ReadFds``): one a read
+on a
 thread uses stays open until that thread is done with it, though its segment is dropped (a
 deleted or cleaned segment) and the fetch waiting for it is cancelled meanwhile; then it is
 closed, so its number is never reused under a read."""
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kgroupd.broker.storage.partition_store import ReadFds
 from kgroupd.broker.storage.segment import Segment
-from kgroupd.broker.storage.topic_store import ReadFds
 
 
 class HeldSegment(Segment):

@@ -59,7 +59,7 @@ from kgroupd.broker.storage.entries import (
 )
 from kgroupd.broker.storage.fileio import write_all
 from kgroupd.broker.storage.fsync import FsyncWorker
-from kgroupd.broker.storage.topic_store import PartitionStore
+from kgroupd.broker.storage.partition_store import PartitionStore
 from tests.broker.storage_helpers import GROUP, PARTITIONS, TOPIC, commit, committed
 from tests.support.broker_process import BrokerProcess
 from tests.support.groups import RawConnection, describe_group

@@ -9,7 +9,7 @@ import pytest
 import pytest_asyncio
 import uvloop
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 
 

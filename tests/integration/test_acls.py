@@ -26,8 +26,9 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
-from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.handlers import HANDLERS
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.security.acls import (
     Authorizer,
     Operation,
@@ -36,7 +37,6 @@ from kgroupd.broker.security.acls import (
     ResourceType,
 )
 from kgroupd.broker.security.rules import ACCESS
-from kgroupd.broker.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.codec import ArrayOf, F
 from kgroupd.protocol.schemas import DEFINITIONS

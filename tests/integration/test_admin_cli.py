@@ -1,7 +1,7 @@
 """``kgroupd groups ...`` and ``kgroupd topics ...`` against a real kgroupd, checked against
 what real clients (aiokafka) consumed and committed.
 
-Most calls run the tool in-process (``kgroupd.broker.admin.cli.amain`` on the test's loop, output
+Most calls run the tool in-process (``kgroupd.broker.cli.admin.amain`` on the test's loop, output
 captured); exit codes and usage errors run ``python -m kgroupd.broker ...`` as a subprocess."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest_asyncio
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from kgroupd.broker.admin.cli import amain
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.cli.admin import amain
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 
 TOPIC = "orders"
@@ -419,8 +419,8 @@ async def test_the_serving_path_does_not_import_the_tools() -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        "import sys, kgroupd.broker.server, kgroupd.broker.cli; "
-        "sys.exit(any(m.startswith('kgroupd.broker.admin') for m in sys.modules))",
+        "import sys, kgroupd.broker.net.server, kgroupd.broker.cli.main; "
+        "sys.exit(any(m.startswith('kgroupd.broker.cli.tools') for m in sys.modules))",
     )
     assert await asyncio.wait_for(proc.wait(), 30) == 0
 

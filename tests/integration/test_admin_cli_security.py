@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from kgroupd.broker.admin.properties import UsageError, parse_properties, settings_from
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.cli.properties import UsageError, parse_properties, settings_from
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.certs import Certs, make_certs
 

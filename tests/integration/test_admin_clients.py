@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from tests.conftest import require
 from tests.support.java import JavaClient, java_available, prepare_java_client
 from tests.support.kafka_wire import (

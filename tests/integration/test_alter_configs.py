@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import ThreadedBroker, running_server
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.schemas import SERVED
 from tests.support.kafka_wire import WireClient
 

@@ -28,7 +28,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from kgroupd.assignors import FailoverAssignor, StickyAssignor
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.groups import struct_to_dict
 

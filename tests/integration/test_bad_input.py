@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.messages import lookup
 from tests.support.kafka_wire import WireClient, create_topic, fetch_request
 

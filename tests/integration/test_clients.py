@@ -24,7 +24,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTP
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.records import COMPRESSION_MASK, TIMESTAMP_TYPE_BIT, parse_header
 from tests.support.kafka_wire import WireClient
 from tests.support.kafka_wire import create_topic as wire_create_topic

@@ -22,7 +22,7 @@ import pytest
 from crc32c import crc32c
 
 from kgroupd.broker.log.partition import PartitionLog, now_ms
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.records import build_batch, parse_header, with_base_offset
 from tests.support.broker_process import broker_process

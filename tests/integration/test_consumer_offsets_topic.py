@@ -14,7 +14,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from kgroupd.broker.coordinator.placement import partition_for
 from kgroupd.broker.log.consumer_offsets import offsets_topic_id
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.coordinator_records import decode

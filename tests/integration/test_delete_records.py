@@ -15,7 +15,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import ThreadedBroker, running_server
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import (
@@ -200,7 +200,7 @@ def test_the_new_log_start_survives_a_restart(tmp_path: Path) -> None:
 
 
 def _specs(*names: str) -> tuple[Any, ...]:
-    from kgroupd.broker.config import TopicSpec
+    from kgroupd.broker.config.settings import TopicSpec
 
     return tuple(TopicSpec(n.split(":")[0], int(n.split(":")[1])) for n in names)
 

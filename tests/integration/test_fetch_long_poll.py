@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest_asyncio
 
-from kgroupd.broker.config import TopicSpec
-from kgroupd.broker.connection import KafkaConnection
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.net.connection import KafkaConnection
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.kafka_wire import build_batch, encode_request, fetch_request, produce_request
 

@@ -25,9 +25,9 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from hypothesis import HealthCheck, given, settings
 
-from kgroupd.broker.config import TopicSpec
-from kgroupd.broker.connection import KafkaConnection
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.net.connection import KafkaConnection
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.fuzz import (
     MUTATIONS,

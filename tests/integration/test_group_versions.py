@@ -10,7 +10,7 @@ import pytest_asyncio
 from structlog.testing import capture_logs
 
 from kgroupd.broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient

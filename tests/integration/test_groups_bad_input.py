@@ -22,8 +22,8 @@ from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberMetadata,
 )
 
-from kgroupd.broker.config import TopicSpec
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.groups import (

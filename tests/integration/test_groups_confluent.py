@@ -33,9 +33,9 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
-from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.handlers import HANDLERS
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.rebalance_log import CallbackLog
 

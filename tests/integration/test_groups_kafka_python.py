@@ -29,8 +29,8 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
-from kgroupd.broker.config import TopicSpec
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.rebalance_log import CallbackLog
 

@@ -29,9 +29,9 @@ import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
-from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.coordinator import DescribeGroups
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.conftest import require
 

@@ -42,9 +42,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 from confluent_kafka import Consumer
 
-from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.coordinator import DescribeGroups
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.conftest import require
 from tests.integration.test_groups_kafkajs import install_kafkajs

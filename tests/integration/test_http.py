@@ -13,9 +13,9 @@ import aiohttp
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.coordinator import OffsetCommit, OffsetCommitTopic
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import ThreadedBroker, running_server
 from tests.integration.test_cli import run_to_end, start, wait_for_event
 
@@ -263,7 +263,8 @@ async def test_readyz_is_503_until_a_slow_data_dir_has_loaded(tmp_path: Path) ->
                     assert "loading the data dir" in await ready.text()
                     async with session.get(f"{base}/api/groups") as api:
                         api_seen.append(api.status)
-                    # the image's HEALTHCHECK (python -m kgroupd.broker.healthcheck) says not yet
+                    # the image's HEALTHCHECK (python -m kgroupd.broker.cli.healthcheck) says not
+                    # yet
                     assert "503" in (await asyncio.to_thread(healthcheck_ready, port) or "")
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
@@ -290,7 +291,7 @@ async def test_readyz_is_503_until_a_slow_data_dir_has_loaded(tmp_path: Path) ->
 
 
 def healthcheck_ready(port: int) -> str | None:
-    from kgroupd.broker.healthcheck import ready
+    from kgroupd.broker.cli.healthcheck import ready
 
     return ready("127.0.0.1", port, 5)
 
@@ -338,8 +339,8 @@ async def test_version_prints_the_version() -> None:
 
 
 def test_kafka_api_names_are_the_metrics_labels() -> None:
-    from kgroupd.broker.api_names import API_NAMES
     from kgroupd.broker.handlers import supported_versions
+    from kgroupd.protocol.api_names import API_NAMES
 
     assert {key for key, _, _ in supported_versions()} == set(API_NAMES)
 

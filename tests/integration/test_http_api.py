@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from kgroupd.broker.config import TopicSpec
-from kgroupd.broker.live import QUEUE_LIMIT
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.http.live import QUEUE_LIMIT
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 
 TOPIC = "orders"

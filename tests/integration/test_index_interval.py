@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
-from kgroupd.broker.config import ConfigError, load_config
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import ConfigError, load_config
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import ThreadedBroker, running_server
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient, create_topic, create_topics_request

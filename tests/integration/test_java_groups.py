@@ -37,7 +37,7 @@ import pytest_asyncio
 
 from kgroupd.broker.coordinator.state import GroupState
 from kgroupd.broker.handlers import HANDLERS
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.conftest import require
 from tests.support.java import JavaClient, java_available, prepare_java_client

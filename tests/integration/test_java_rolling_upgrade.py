@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.conftest import require
 from tests.support.java import JavaClient, java_available, prepare_java_client

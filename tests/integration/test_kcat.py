@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.records import COMPRESSION_MASK, parse_header
 from tests.conftest import require
 from tests.support.kafka_wire import WireClient

@@ -14,7 +14,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from kgroupd.broker.config import TopicSpec
+from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.testing import running_server
 from tests.conftest import require
 

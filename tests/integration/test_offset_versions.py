@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest_asyncio
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient, create_topic
 

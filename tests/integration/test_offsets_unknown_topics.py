@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from kgroupd.broker.config import TopicSpec
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.errors import ErrorCode
 from tests.conftest import require

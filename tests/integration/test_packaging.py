@@ -73,7 +73,7 @@ def test_image_copies_every_package_the_project_installs() -> None:
     (run,) = dockerfile_lines("RUN")
     assert f"chown {user} {env['KGROUPD_DATA_DIR']}" in run
     (health,) = dockerfile_lines("HEALTHCHECK")
-    assert health.endswith('CMD ["python", "-m", "kgroupd.broker.healthcheck"]')
+    assert health.endswith('CMD ["python", "-m", "kgroupd.broker.cli.healthcheck"]')
     assert "8080" in dockerfile_lines("EXPOSE")[0].split()  # /readyz, /metrics
 
 
@@ -283,7 +283,7 @@ async def _start(
 def test_the_compose_broker_settings_are_accepted_and_advertise_each_side() -> None:
     """docker-compose.yml's broker environment, read as text, through the broker's own
     config parser: containers are told kgroupd:9092, the host localhost:19092."""
-    from kgroupd.broker.config import load_config
+    from kgroupd.broker.config.settings import load_config
 
     text = (ROOT / "docker-compose.yml").read_text()
     service = text.split("\n  kgroupd:\n", 1)[1].split("\n\n", 1)[0]

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.records import parse_header
 from tests.support.kafka_wire import (

@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from kgroupd.broker.log.partition import PartitionLog, now_ms
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.records import parse_header, with_base_offset
 from tests.support.kafka_wire import (
     WireClient,

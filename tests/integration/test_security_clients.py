@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from aiokafka.helpers import create_ssl_context
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 
 with warnings.catch_warnings():
     # kafka-python 3.0 loads its JSON with a deprecated importlib call at import time

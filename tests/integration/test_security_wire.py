@@ -34,7 +34,7 @@ import pytest_asyncio
 import scramp
 from aiokafka import AIOKafkaProducer
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.certs import Certs, make_certs
 from tests.support.kafka_wire import WireClient

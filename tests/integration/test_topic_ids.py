@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest_asyncio
 
 from kgroupd.broker.handlers.authorized import CLUSTER_OPERATIONS, NOT_REQUESTED, TOPIC_OPERATIONS
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.broker_process import broker_process
 from tests.support.kafka_wire import WireClient

@@ -19,8 +19,8 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from kgroupd.broker.config import TopicSpec
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.conftest import require
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kgroupd.broker.log.partition import now_ms
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.conftest import require
 

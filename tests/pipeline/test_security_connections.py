@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import ThreadedBroker, running_server
 from kgroupd.pipeline.source import SourceOptions
 from kgroupd.pipeline.source.cluster import AuthenticationError, describe_any

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from kgroupd.broker.api_names import API_NAMES
 from kgroupd.broker.handlers import supported_versions
+from kgroupd.protocol.api_names import API_NAMES
 from kgroupd.protocol.schemas import DEFINITIONS, SERVED
 
 from .kp_extra import jar_message_json

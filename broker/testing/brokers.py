@@ -6,7 +6,8 @@
     with ThreadedBroker(create_topics=["events:3"]) as broker:   # on a thread of its own
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
 
-With pytest, installing kgroupd is enough: its plugin (``kgroupd.broker.pytest_plugin``, registered
+With pytest, installing kgroupd is enough: its plugin (``kgroupd.broker.testing.pytest_plugin``,
+registered
 through the ``pytest11`` entry point) provides the ``kgroupd_bootstrap`` and ``kgroupd_broker``
 fixtures.
 """
@@ -21,8 +22,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from kgroupd.broker.config import BrokerConfig, TopicSpec
-from kgroupd.broker.server import KafkaServer
+from kgroupd.broker.config.settings import BrokerConfig, TopicSpec
+from kgroupd.broker.net.server import KafkaServer
 
 
 @asynccontextmanager

@@ -1,4 +1,4 @@
-"""The HTTP listener: ``/healthz``, ``/readyz``, ``/metrics`` and (``kgroupd.broker.http_api``) the
+"""The HTTP listener: ``/healthz``, ``/readyz``, ``/metrics`` and (``kgroupd.broker.http.api``) the
 JSON API, ``/api/events`` and the live page, on the broker's own event
 loop (aiohttp's low-level ``AppRunner`` and ``TCPSite``: no thread, no second loop, and a
 scrape is one short callback between Kafka requests). Unauthenticated: bind it to loopback
@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import Metric
 
-from kgroupd.broker.http_api import Api
+from kgroupd.broker.http.api import Api
 
 log = structlog.get_logger("kgroupd.http")
 

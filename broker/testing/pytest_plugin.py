@@ -19,11 +19,12 @@ Settings are the broker's configuration fields (``data_dir``, ``listeners``,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kgroupd.broker.testing import ThreadedBroker
+if TYPE_CHECKING:
+    from kgroupd.broker.testing.brokers import ThreadedBroker
 
 __all__ = ["kgroupd_bootstrap", "kgroupd_broker"]
 
@@ -31,6 +32,8 @@ __all__ = ["kgroupd_bootstrap", "kgroupd_broker"]
 @pytest.fixture(scope="session")
 def kgroupd_bootstrap() -> Iterator[str]:
     """``host:port`` of a kgroupd shared by the session (in memory, 127.0.0.1)."""
+    from kgroupd.broker.testing.brokers import ThreadedBroker
+
     with ThreadedBroker() as broker:
         yield broker.bootstrap
 
@@ -42,6 +45,8 @@ def kgroupd_broker() -> Iterator[Callable[..., ThreadedBroker]]:
     started: list[ThreadedBroker] = []
 
     def start(**settings: Any) -> ThreadedBroker:
+        from kgroupd.broker.testing.brokers import ThreadedBroker
+
         broker = ThreadedBroker(**settings).start()
         started.append(broker)
         return broker

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kgroupd.broker.option_types import at_least_one, truth
+from kgroupd.broker.config.types import at_least_one, truth
 
 
 @dataclass(frozen=True)

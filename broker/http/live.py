@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from kgroupd.broker.coordinator.events import GroupEvents, rebalance_reason
-from kgroupd.broker.views import Owner, TopicPartition, assignment, find_group
+from kgroupd.broker.http.views import Owner, TopicPartition, assignment, find_group
 
 if TYPE_CHECKING:
     from kgroupd.broker.state import Broker

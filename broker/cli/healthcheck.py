@@ -1,4 +1,5 @@
-"""``python -m kgroupd.broker.healthcheck``: exit 0 when the broker's ``/readyz`` answers 200 (its
+"""``python -m kgroupd.broker.cli.healthcheck``: exit 0 when the broker's ``/readyz`` answers 200
+(its
 data dir loaded and its Kafka listeners accepting), 1 otherwise: the container's
 HEALTHCHECK. Under ``--no-http`` it asks the first Kafka listener for ApiVersions instead.
 Reads the same flags and ``KGROUPD_*`` variables as the broker; ``--timeout`` seconds
@@ -13,7 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
-from kgroupd.broker.config import ConfigError, load_config
+from kgroupd.broker.config.settings import ConfigError, load_config
 from kgroupd.protocol.messages import lookup
 
 __all__ = ["check", "main", "ready"]

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from kgroupd.broker.option_types import at_least_one, non_negative
+from kgroupd.broker.config.types import at_least_one, non_negative
 
 DEFAULT_LOG_CACHE_BYTES = 64 * 1024 * 1024
 

@@ -1,5 +1,5 @@
 """The value types of the broker's flags and ``KGROUPD_*`` variables, shared by every
-module that declares flags (``kgroupd.broker.config`` and the ``*options`` modules)."""
+module that declares flags (``kgroupd.broker.config.settings`` and the ``*options`` modules)."""
 
 from __future__ import annotations
 

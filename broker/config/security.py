@@ -6,8 +6,8 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from kgroupd.broker.listeners import Listener
-from kgroupd.broker.option_types import non_negative, truth
+from kgroupd.broker.config.listeners import Listener
+from kgroupd.broker.config.types import non_negative, truth
 from kgroupd.broker.security.sasl import MECHANISMS
 from kgroupd.broker.security.tls import CLIENT_AUTH
 

@@ -1,12 +1,12 @@
 """The HTTP listener's and metrics' flags (``/metrics``, ``/healthz``, ``/readyz``);
-appended to the broker's flags by ``kgroupd.broker.config``."""
+appended to the broker's flags by ``kgroupd.broker.config.settings``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from kgroupd.broker.option_types import at_least_one, port
+from kgroupd.broker.config.types import at_least_one, port
 
 # (flag, BrokerConfig field, type, help)
 OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [

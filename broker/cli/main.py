@@ -1,6 +1,6 @@
 """``kgroupd``: run the broker (``python -m kgroupd.broker`` is the same); ``kgroupd groups ...``
 and
-``kgroupd topics ...`` are the admin tools (``kgroupd.broker.admin``)."""
+``kgroupd topics ...`` are the admin tools (``kgroupd.broker.cli.tools``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from kgroupd.broker.config import BrokerConfig, ConfigError, load_config
-from kgroupd.broker.logging import configure_logging
+from kgroupd.broker.config.logging import configure_logging
+from kgroupd.broker.config.settings import BrokerConfig, ConfigError, load_config
 
 
 class ShutdownError(Exception):
@@ -19,7 +19,7 @@ class ShutdownError(Exception):
 
 
 async def serve(config: BrokerConfig) -> None:
-    from kgroupd.broker.server import KafkaServer
+    from kgroupd.broker.net.server import KafkaServer
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -53,11 +53,11 @@ def run(coro: Coroutine[Any, Any, None]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] in (["groups"], ["topics"]):  # the admin tools, never on the serving path
-        from kgroupd.broker.admin import main as admin_main
+        from kgroupd.broker.cli.tools import main as admin_main
 
         return admin_main(args)
     if "-h" in args or "--help" in args:
-        from kgroupd.broker.admin import TOOLS_HELP
+        from kgroupd.broker.cli.tools import TOOLS_HELP
 
         print(TOOLS_HELP)
     try:

@@ -1,6 +1,6 @@
 """The HTTP listener's JSON API and live page: ``/api/groups``, ``/api/groups/{id}``,
 ``/api/topics``, ``/api/events`` (server-sent events) and ``/`` (static files under
-``broker/web``, shipped as package data; no build step)."""
+``broker/http/web``, shipped as package data; no build step)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from kgroupd.broker.live import QUEUE_LIMIT, LiveEvents
-from kgroupd.broker.views import group_view, groups_view, topics_view
+from kgroupd.broker.http.live import QUEUE_LIMIT, LiveEvents
+from kgroupd.broker.http.views import group_view, groups_view, topics_view
 
 if TYPE_CHECKING:
     from kgroupd.broker.state import Broker

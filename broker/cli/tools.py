@@ -1,6 +1,6 @@
 """kgroupd's admin tools: ``kgroupd groups ...`` and ``kgroupd topics ...``.
 
-They speak the Kafka protocol (``kgroupd.broker.admin.client``), so they work against any broker,
+They speak the Kafka protocol (``kgroupd.broker.cli.client``), so they work against any broker,
 kgroupd or Apache Kafka. The broker's serving path never imports this package.
 """
 
@@ -19,6 +19,6 @@ kgroupd groups ... and kgroupd topics ... are admin tools (Kafka protocol, any b
 
 
 def main(argv: Sequence[str]) -> int:
-    from .cli import main as run
+    from .admin import main as run
 
     return run(argv)

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
 
+from kgroupd.broker.config.security import SASL_PROTOCOLS
 from kgroupd.broker.handlers import HANDLERS
 from kgroupd.broker.handlers.api_versions import api_versions_body
 from kgroupd.broker.handlers.registry import Held, RequestContext
-from kgroupd.broker.request_pool import RequestMemoryPool
+from kgroupd.broker.net.request_pool import RequestMemoryPool
 from kgroupd.broker.security.acls import Access
-from kgroupd.broker.security.options import SASL_PROTOCOLS
 from kgroupd.broker.security.rules import ACCESS
 from kgroupd.broker.security.sasl import SaslSession
 from kgroupd.broker.security.tls import ANONYMOUS, principal
@@ -46,8 +46,8 @@ from kgroupd.protocol.framing import (
 from kgroupd.protocol.messages import MessageSpec, lookup
 
 if TYPE_CHECKING:
-    from kgroupd.broker.metrics import BrokerStats
     from kgroupd.broker.state import Broker
+    from kgroupd.broker.stats import BrokerStats
 
 
 class ConnectionHost(Protocol):

@@ -10,30 +10,31 @@ from collections.abc import Callable
 
 import structlog
 
-from kgroupd.broker.acceptor import BACKLOG, Acceptor
-from kgroupd.broker.config import BrokerConfig, new_cluster_id
-from kgroupd.broker.connection import KafkaConnection
+from kgroupd.broker.config.listeners import Listener, advertised_address
+from kgroupd.broker.config.security import TLS_PROTOCOLS
+from kgroupd.broker.config.settings import BrokerConfig, new_cluster_id
+from kgroupd.broker.config.storage import default_max_memory_bytes
 from kgroupd.broker.coordinator import GroupCoordinator, LoopTimers
 from kgroupd.broker.coordinator.events import GroupEvents, TeeEvents
-from kgroupd.broker.http import HttpListener
-from kgroupd.broker.http_api import Api
-from kgroupd.broker.listeners import Listener, advertised_address
-from kgroupd.broker.live import LiveEvents
+from kgroupd.broker.http.api import Api
+from kgroupd.broker.http.listener import HttpListener
+from kgroupd.broker.http.live import LiveEvents
+from kgroupd.broker.http.metrics import BrokerCollector
 from kgroupd.broker.log.budget import MemoryBudget
 from kgroupd.broker.log.cleaner import LogCleaner
 from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.producers import ProducerStateManager
 from kgroupd.broker.log.topics import TopicManager
-from kgroupd.broker.metrics import BrokerCollector, BrokerStats
-from kgroupd.broker.request_pool import RequestMemoryPool
+from kgroupd.broker.net.acceptor import BACKLOG, Acceptor
+from kgroupd.broker.net.connection import KafkaConnection
+from kgroupd.broker.net.request_pool import RequestMemoryPool
 from kgroupd.broker.security.acls import Authorizer, open_authorizer
 from kgroupd.broker.security.credentials import SecuritySetupError, open_store
-from kgroupd.broker.security.options import TLS_PROTOCOLS
 from kgroupd.broker.security.tls import TlsProtocol, server_context
 from kgroupd.broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
+from kgroupd.broker.stats import BrokerStats
 from kgroupd.broker.storage.offsets_topic_state import OffsetsTopicState
-from kgroupd.broker.storage.options import default_max_memory_bytes
 from kgroupd.broker.transactions import open_transactions
 
 log = structlog.get_logger("kgroupd.server")

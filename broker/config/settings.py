@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from kgroupd.broker import group_options, http_options
-from kgroupd.broker.listeners import Listener, ListenerError, build_listeners
-from kgroupd.broker.log import cleaner_options
+from kgroupd.broker.config import cleaner as cleaner_options
+from kgroupd.broker.config import groups as group_options
+from kgroupd.broker.config import http as http_options
+from kgroupd.broker.config import security as security_options
+from kgroupd.broker.config import storage as storage_options
+from kgroupd.broker.config.listeners import Listener, ListenerError, build_listeners
+from kgroupd.broker.config.types import at_least_one, non_negative, port, truth
 from kgroupd.broker.log.topics import TopicError, validate_topic_name
-from kgroupd.broker.option_types import at_least_one, non_negative, port, truth
-from kgroupd.broker.security import options as security_options
-from kgroupd.broker.storage import options as storage_options
 
 
 def new_cluster_id() -> str:
@@ -57,11 +58,11 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     advertised_host: str | None = None
     advertised_port: int | None = None
     listeners: str | None = (
-        None  # Kafka-style (kgroupd.broker.listeners); unset: PLAINTEXT host:port
+        None  # Kafka-style (kgroupd.broker.config.listeners); unset: PLAINTEXT host:port
     )
     advertised_listeners: str | None = None
     listener_security_protocol_map: str | None = None
-    ssl_certfile: str | None = None  # TLS and SASL (kgroupd.broker.security.options)
+    ssl_certfile: str | None = None  # TLS and SASL (kgroupd.broker.config.security)
     ssl_keyfile: str | None = None
     ssl_cafile: str | None = None
     ssl_client_auth: str = "none"  # Kafka: ssl.client.auth
@@ -119,7 +120,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     log_cache_bytes: int = storage_options.DEFAULT_LOG_CACHE_BYTES  # with --data-dir
     log_index_interval_bytes: int | None = None  # Kafka: log.index.interval.bytes; None: 4096
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
-    # the HTTP listener and metrics (kgroupd.broker.http_options)
+    # the HTTP listener and metrics (kgroupd.broker.config.http)
     http: bool = True
     http_host: str | None = None  # None: the first Kafka listener's host
     http_port: int = 8080
@@ -131,7 +132,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
         return self.fsync or "always"
 
     def listener_list(self) -> list[Listener]:
-        """The listeners to bind (``kgroupd.broker.listeners``); ``ConfigError`` for bad
+        """The listeners to bind (``kgroupd.broker.config.listeners``); ``ConfigError`` for bad
         settings."""
         try:
             return build_listeners(

@@ -1,5 +1,5 @@
 """The group coordinator's flags (Kafka's group.* and offsets.* names in the help) and
-Kafka's checks on them; appended to the broker's flags by ``kgroupd.broker.config``."""
+Kafka's checks on them; appended to the broker's flags by ``kgroupd.broker.config.settings``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kgroupd.broker.option_types import at_least_one, non_negative
+from kgroupd.broker.config.types import at_least_one, non_negative
 
 SERVER_ASSIGNOR_NAMES = ("uniform", "range")
 MIGRATION_POLICIES = ("disabled", "downgrade", "upgrade", "bidirectional")
