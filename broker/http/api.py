@@ -108,7 +108,8 @@ async def _json(data: dict[str, Any]) -> web.Response:
 def _file(name: str) -> web.Response:
     path = WEB / name
     kind = _TYPES.get(path.suffix)
-    if kind is None or path.resolve().parent != WEB.resolve() or not path.is_file():
+    # a bare file name of web/ (its files may be links, as in a strict editable install)
+    if kind is None or Path(name).name != name or name.startswith(".") or not path.is_file():
         raise web.HTTPNotFound()
     return web.Response(
         body=path.read_bytes(),

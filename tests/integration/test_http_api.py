@@ -340,3 +340,25 @@ async def test_a_consumer_group_shows_its_epoch_assignor_and_members() -> None:
             assert starts[0]["phase"] == "start" and starts[0]["category"] == "member_joined"
         finally:
             await asyncio.to_thread(consumer.close)
+
+
+async def test_the_page_s_files_are_served_and_nothing_beside_them() -> None:
+    """``/`` and ``/static/NAME`` serve web/'s files (links in a strict editable install);
+    a name that leaves web/ or is hidden is not found."""
+    async with running_server() as server:
+        assert server.http is not None
+        base = f"http://127.0.0.1:{server.http.port}"
+        async with aiohttp.ClientSession() as http:
+            for path, kind in (("/", "text/html"), ("/static/app.js", "text/javascript")):
+                async with http.get(base + path) as resp:
+                    assert resp.status == 200, path
+                    assert resp.content_type == kind
+            for path in (
+                "/static/..%2Fapi.py",
+                "/static/%2E%2E%2Fapi.py",
+                "/static/.hidden.js",
+                "/static/api.py",
+                "/static/nothing.js",
+            ):
+                async with http.get(base + path) as resp:
+                    assert resp.status == 404, path
