@@ -5,7 +5,7 @@ windows the watermark has closed, and exits; otherwise it runs until interrupted
 with one JSON line on stdout: batches, records read, windows written, output and checkpoint.
 A broker that cannot be reached (a Kafka ApiVersions round trip, 10 s) stops it before
 Spark starts, with one line naming the address and exit code 1; a query that fails (data
-the checkpoint expects is gone: see failOnDataLoss in the README) ends with one line saying
+the checkpoint expects is gone: see failOnDataLoss in docs/pyspark.md) ends with one line saying
 why, after the summary, and exit code 1.
 """
 
