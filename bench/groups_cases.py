@@ -253,9 +253,9 @@ async def case_groups(
     await asyncio.sleep(1.0)
     rss_idle = b.rss_mib()
     listed = await asyncio.to_thread(h.call, b.port, 16, 0, {})
-    ours = sum(1 for g in listed.groups if g[0].startswith(run.prefix))
-    if listed.error_code or ours != args.groups:
-        raise Failure(f"ListGroups: error {listed.error_code}, {ours} of {args.groups} groups")
+    ours = sum(1 for g in listed["groups"] if g["group_id"].startswith(run.prefix))
+    if listed["error_code"] or ours != args.groups:
+        raise Failure(f"ListGroups: error {listed['error_code']}, {ours} of {args.groups} groups")
     for p in pipes:
         p.close()
     rate = args.groups / elapsed
