@@ -11,7 +11,6 @@ same address.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import queue
 import struct
 import threading
@@ -26,6 +25,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from tests.support.broker_process import BrokerProcess, broker_process, fetch_committed
 from tests.support.durability import WAIT_S, started
 from tests.support.groups import RawConnection, describe_group, wait_until
+from tests.support.threads import settle
 
 T = TypeVar("T")
 
@@ -106,16 +106,7 @@ class ConfluentMember:
 
     # on the member's thread
     def _settle(self, fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
-        def settle() -> None:
-            if fut.done():
-                return
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(value)
-
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the test is over
-            self._loop.call_soon_threadsafe(settle)
+        settle(self._loop, fut, value, exc)
 
     def _on_assign(self, consumer: Consumer, partitions: list[CTopicPartition]) -> None:
         with self._lock:
