@@ -36,7 +36,6 @@ import contextlib
 import os
 import shutil
 import signal
-import statistics
 import struct
 import sys
 import tempfile
@@ -49,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as h
 import bench_groups as bg
 import bench_throughput as bt
+from _disk import fsync_probe
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 MODES = ("memory", "always", "interval", "never")
@@ -66,24 +66,6 @@ def dir_mib(path: Path) -> float:
             with contextlib.suppress(OSError):  # a file deleted meanwhile
                 total += os.path.getsize(os.path.join(root, f))
     return total / (1024 * 1024)
-
-
-def fsync_probe(directory: Path, n: int = 300) -> tuple[float, float]:
-    """Median and 90th percentile ms of write(200 bytes) + fsync on this disk."""
-    path = directory / "fsync-probe"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    times = []
-    try:
-        for _ in range(n):
-            os.write(fd, b"x" * 200)
-            t0 = time.perf_counter()
-            os.fsync(fd)
-            times.append((time.perf_counter() - t0) * 1000)
-    finally:
-        os.close(fd)
-        path.unlink()
-    times.sort()
-    return statistics.median(times), times[int(n * 0.9)]
 
 
 def mode_args(mode: str, data_dir: Path) -> list[str]:
@@ -241,29 +223,6 @@ async def throughput(args: argparse.Namespace, scratch: Path, lines: list[str]) 
 # restart
 
 
-def offset_commit_frame(group: str, topic: str, partitions: int, base: int) -> bytes:
-    return h.request_frame(
-        8,
-        2,
-        1,
-        {
-            "group_id": group,
-            "generation_id_or_member_epoch": -1,
-            "member_id": "",
-            "retention_time_ms": -1,
-            "topics": [
-                {
-                    "name": topic,
-                    "partitions": [
-                        {"partition_index": p, "committed_offset": base + p}
-                        for p in range(partitions)
-                    ],
-                }
-            ],
-        },
-    )
-
-
 def expected_offset(g: int, p: int) -> int:
     return g * 1_000_000 + p
 
@@ -314,7 +273,7 @@ async def commit_many(port: int, args: argparse.Namespace) -> float:
     frames: list[list[bytes]] = [[] for _ in range(conns)]
     for g in range(args.restart_groups):
         frames[g % conns].append(
-            offset_commit_frame(
+            bg.commit_frame(
                 restart_group(g), RESTART_TOPIC, args.partitions_per_commit, expected_offset(g, 0)
             )
         )

@@ -18,7 +18,6 @@ loop, which only awaits. Every wait polls an observable condition with a deadlin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import queue
 import struct
@@ -38,6 +37,7 @@ from kgroupd.broker.handlers import HANDLERS
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.rebalance_log import CallbackLog
+from tests.support.threads import settle
 
 T = TypeVar("T")
 
@@ -162,16 +162,7 @@ class Member:
     def _resolve(
         self, fut: asyncio.Future[Any], value: Any = None, exc: BaseException | None = None
     ):
-        def settle() -> None:
-            if fut.done():
-                return
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(value)
-
-        with contextlib.suppress(RuntimeError):  # a closed loop: the test is over already
-            self._loop.call_soon_threadsafe(settle)
+        settle(self._loop, fut, value, exc)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.log.record(self.name, "assigned", partitions)

@@ -17,7 +17,6 @@ condition with a deadline.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import queue
 import threading
 import time
@@ -33,6 +32,7 @@ from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.rebalance_log import CallbackLog
+from tests.support.threads import settle
 
 # kafka-python 3.0 reads its message schemas with importlib.resources.read_text (which calls
 # open_text), deprecated in Python 3.11 and 3.12 (un-deprecated in 3.13), as its modules load.
@@ -138,16 +138,7 @@ class Member:
     def _resolve(
         self, fut: asyncio.Future[Any], value: Any = None, exc: BaseException | None = None
     ) -> None:
-        def settle() -> None:
-            if fut.done():
-                return
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(value)
-
-        with contextlib.suppress(RuntimeError):  # a closed loop: the test is over already
-            self._loop.call_soon_threadsafe(settle)
+        settle(self._loop, fut, value, exc)
 
     def _run_calls(self, consumer: KafkaConsumer) -> None:
         while True:
