@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import importlib
-import importlib.abc
-import importlib.machinery
 import os
 import platform
 import shutil
@@ -40,26 +37,12 @@ SRC_ENV = "KGROUPD_BENCH_SRC"
 OLD_LAYOUT = ".top-level-names"  # marks an archive of a revision before ``kgroupd.*`` names
 
 
-class _OldNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """In a revision from before the one import name, ``kgroupd.broker.x`` is the module its
-    own code imports as ``broker.x``: one module under both names, never two copies."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name.startswith("kgroupd.") and name.count(".") >= 1:
-            return importlib.machinery.ModuleSpec(name, self)
-        return None
-
-    def create_module(self, spec: Any) -> Any:
-        return importlib.import_module(spec.name.removeprefix("kgroupd."))
-
-    def exec_module(self, module: Any) -> None:
-        pass
-
-
 if os.environ.get(SRC_ENV):
     sys.path.insert(0, os.environ[SRC_ENV])
     if (Path(os.environ[SRC_ENV]) / OLD_LAYOUT).exists():
-        sys.meta_path.insert(0, _OldNames())
+        from _oldnames import OldNames
+
+        sys.meta_path.insert(0, OldNames())
 
 from kgroupd.protocol.messages import lookup  # noqa: E402
 
