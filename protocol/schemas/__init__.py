@@ -27,6 +27,7 @@ from . import (
     offsets,
     produce,
     security,
+    share,
     txn,
 )
 
@@ -91,6 +92,7 @@ DEFINITIONS: dict[int, tuple[Message, Message]] = {
     **security.DEFINITIONS,
     **acls.DEFINITIONS,
     **txn.DEFINITIONS,  # WriteTxnMarkers (27) defined, not served: broker-to-broker
+    **share.DEFINITIONS,
 }
 
 __all__ = [
