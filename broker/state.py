@@ -17,6 +17,7 @@ from kgroupd.broker.log.producers import ProducerStateManager
 from kgroupd.broker.log.topics import TopicManager
 from kgroupd.broker.security.acls import Authorizer
 from kgroupd.broker.security.credentials import CredentialStore
+from kgroupd.broker.share.group_config import GroupConfigs
 
 if TYPE_CHECKING:
     from kgroupd.broker.stats import BrokerStats
@@ -54,6 +55,8 @@ class Broker:
         self.durability = durability
         # __consumer_offsets, the coordinator's records as Kafka shows them
         self.offsets_topic = offsets_topic or OffsetsTopic(cluster_id, config.offsets_partitions)
+        # the GROUP config resource: every group's dynamic configs (KIP-848, KIP-932)
+        self.group_configs = GroupConfigs(config)
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
         # What the hot path counts for /metrics (kgroupd.broker.http.metrics); None under
         # --no-metrics
