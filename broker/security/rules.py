@@ -178,4 +178,7 @@ ACCESS: dict[int, ApiAccess] = {
     66: ApiAccess((TXN_DESCRIBE,)),  # ListTransactions
     68: ApiAccess((GROUP_READ, TOPIC_DESCRIBE), _consumer_group_heartbeat),
     69: ApiAccess((GROUP_DESCRIBE, TOPIC_DESCRIBE)),  # ConsumerGroupDescribe
+    76: ApiAccess((GROUP_READ, TOPIC_DESCRIBE), _on(GROUP_READ, "group_id")),  # ShareGroupHb
+    78: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # ShareFetch
+    79: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # ShareAcknowledge
 }

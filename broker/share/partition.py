@@ -190,9 +190,10 @@ class SharePartition:
         start = self.start_offset
         while start < self.end_offset:
             rec = self.records.get(start)
-            if rec is None or rec.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
-                break
-            del self.records[start]
+            if rec is not None:  # no record: an offset the log has not (a gap, a marker)
+                if rec.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
+                    break
+                del self.records[start]
             start += 1
         self.start_offset = start
 

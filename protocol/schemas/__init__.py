@@ -76,6 +76,9 @@ SERVED: dict[int, tuple[int, int]] = {
     66: (0, 2),  # ListTransactions
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
+    76: (1, 1),  # ShareGroupHeartbeat
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
 }
 
 # api_key -> (request, response): the APIs defined with our own field trees.

@@ -122,8 +122,8 @@ class ShareGroupCoordinator:
         self.max_size = max_size
         self.other_group_exists = other_group_exists
         self.groups: dict[str, ShareGroup] = {}
-        # called with (group id, member id) when a member leaves or its session expires, so the
-        # share partitions release what it holds
+        # called with (group id, member id) when a member's session expires, so the share
+        # partitions release what it holds
         self.on_member_removed: Callable[[str, str], None] = lambda _g, _m: None
 
     # --- heartbeat -------------------------------------------------------------------------
@@ -230,7 +230,8 @@ class ShareGroupCoordinator:
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"Member {cmd.member_id} is not a member of group {cmd.group_id}.",
             )
-        self._remove(group, cmd.member_id, "member left")
+        # its share sessions stay: the client closes them itself, with its last acknowledgements
+        self._remove(group, cmd.member_id, "member left", notify=False)
         return ShareGroupHeartbeatResult(member_id=cmd.member_id, member_epoch=LEAVE_EPOCH)
 
     def _expire(self, group_id: str, member_id: str) -> None:
@@ -238,7 +239,7 @@ class ShareGroupCoordinator:
         if group is not None and member_id in group.members:
             self._remove(group, member_id, "session timed out")
 
-    def _remove(self, group: ShareGroup, member_id: str, reason: str) -> None:
+    def _remove(self, group: ShareGroup, member_id: str, reason: str, notify: bool = True) -> None:
         del group.members[member_id]
         group.target.pop(member_id, None)
         self.timers.cancel(_session_key(group.group_id, member_id))
@@ -255,7 +256,8 @@ class ShareGroupCoordinator:
             group_epoch=group.group_epoch,
             reason=reason,
         )
-        self.on_member_removed(group.group_id, member_id)
+        if notify:
+            self.on_member_removed(group.group_id, member_id)
 
     def _subscribed_topics(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
         names = {n for m in group.members.values() for n in m.subscribed_topic_names}
