@@ -17,6 +17,8 @@ from kgroupd.broker.log.producers import ProducerStateManager
 from kgroupd.broker.log.topics import TopicManager
 from kgroupd.broker.security.acls import Authorizer
 from kgroupd.broker.security.credentials import CredentialStore
+from kgroupd.broker.share.group_config import GroupConfigs
+from kgroupd.broker.share.service import ShareService
 
 if TYPE_CHECKING:
     from kgroupd.broker.stats import BrokerStats
@@ -54,6 +56,9 @@ class Broker:
         self.durability = durability
         # __consumer_offsets, the coordinator's records as Kafka shows them
         self.offsets_topic = offsets_topic or OffsetsTopic(cluster_id, config.offsets_partitions)
+        # the GROUP config resource: every group's dynamic configs (KIP-848, KIP-932)
+        self.group_configs = GroupConfigs(config)
+        self._share: ShareService | None = None
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
         # What the hot path counts for /metrics (kgroupd.broker.http.metrics); None under
         # --no-metrics
@@ -114,6 +119,13 @@ class Broker:
         else:
             synced.add_done_callback(lambda s: _copy_outcome(s, fut))
 
+    @property
+    def share(self) -> ShareService:
+        """Share groups (KIP-932): their coordinator, partitions and sessions, on first use."""
+        if self._share is None:
+            self._share = _share_service(self)
+        return self._share
+
     def bound(self, port: int) -> None:
         self.advertised_host, self.advertised_port = self.config.advertised(port)
 
@@ -147,6 +159,22 @@ def coordinator_config(c: BrokerConfig) -> CoordinatorConfig:
         consumer_max_size=c.group_consumer_max_size,
         consumer_assignors=c.group_consumer_assignors,
         consumer_migration_policy=c.group_consumer_migration_policy,
+    )
+
+
+def _share_service(broker: Broker) -> ShareService:
+    coordinator = broker.coordinator
+
+    def other_group_exists(group_id: str) -> bool:
+        shard = coordinator.shard_for(group_id)
+        return group_id in shard.groups or group_id in shard.consumer_groups
+
+    return ShareService(
+        coordinator.timers,
+        TopicsOf(broker.topics),
+        broker.group_configs,
+        broker.config.group_share_max_size,
+        other_group_exists,
     )
 
 

@@ -44,6 +44,9 @@ API_NAMES: dict[int, str] = {
     66: "ListTransactions",
     68: "ConsumerGroupHeartbeat",
     69: "ConsumerGroupDescribe",
+    76: "ShareGroupHeartbeat",
+    78: "ShareFetch",
+    79: "ShareAcknowledge",
 }
 
 

@@ -32,6 +32,19 @@ def _policy(text: str) -> str:
     return value
 
 
+def _between(lo: int, hi: int | None) -> Callable[[str], int]:
+    """Kafka's ConfigDef ``between(lo, hi)`` (``atLeast(lo)`` when ``hi`` is None)."""
+
+    def parse(text: str) -> int:
+        value = non_negative(text)
+        if value < lo or (hi is not None and value > hi):
+            bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+            raise argparse.ArgumentTypeError(f"{text!r}: value must be {bound}")
+        return value
+
+    return parse
+
+
 # (flag, BrokerConfig field, type, help)
 OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
@@ -119,6 +132,32 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         _policy,
         "disabled|downgrade|upgrade|bidirectional (Kafka: group.consumer.migration.policy)",
     ),
+    *[
+        (
+            "--group-share-" + name.replace(".", "-"),
+            "group_share_" + name.replace(".", "_"),
+            _between(lo, hi),
+            f"share groups (KIP-932): Kafka: group.share.{name}",
+        )
+        for name, lo, hi in [
+            ("session.timeout.ms", 1, None),
+            ("min.session.timeout.ms", 1, None),
+            ("max.session.timeout.ms", 1, None),
+            ("heartbeat.interval.ms", 1, None),
+            ("min.heartbeat.interval.ms", 1, None),
+            ("max.heartbeat.interval.ms", 1, None),
+            ("max.size", 1, 1000),
+            ("delivery.count.limit", 2, 10),
+            ("min.delivery.count.limit", 2, 5),
+            ("max.delivery.count.limit", 5, 25),
+            ("record.lock.duration.ms", 1000, 3600000),
+            ("min.record.lock.duration.ms", 1000, 30000),
+            ("max.record.lock.duration.ms", 30000, 3600000),
+            ("partition.max.record.locks", 100, 10000),
+            ("min.partition.max.record.locks", 100, 10000),
+            ("max.partition.max.record.locks", 100, 10000),
+        ]
+    ],
     (
         "--offsets-retention-minutes",
         "offsets_retention_minutes",
@@ -151,6 +190,36 @@ class GroupSettings(Protocol):
     def group_consumer_min_heartbeat_interval_ms(self) -> int: ...
     @property
     def group_consumer_max_heartbeat_interval_ms(self) -> int: ...
+    @property
+    def group_share_session_timeout_ms(self) -> int: ...
+    @property
+    def group_share_min_session_timeout_ms(self) -> int: ...
+    @property
+    def group_share_max_session_timeout_ms(self) -> int: ...
+    @property
+    def group_share_heartbeat_interval_ms(self) -> int: ...
+    @property
+    def group_share_min_heartbeat_interval_ms(self) -> int: ...
+    @property
+    def group_share_max_heartbeat_interval_ms(self) -> int: ...
+    @property
+    def group_share_delivery_count_limit(self) -> int: ...
+    @property
+    def group_share_min_delivery_count_limit(self) -> int: ...
+    @property
+    def group_share_max_delivery_count_limit(self) -> int: ...
+    @property
+    def group_share_record_lock_duration_ms(self) -> int: ...
+    @property
+    def group_share_min_record_lock_duration_ms(self) -> int: ...
+    @property
+    def group_share_max_record_lock_duration_ms(self) -> int: ...
+    @property
+    def group_share_partition_max_record_locks(self) -> int: ...
+    @property
+    def group_share_min_partition_max_record_locks(self) -> int: ...
+    @property
+    def group_share_max_partition_max_record_locks(self) -> int: ...
 
 
 def check(c: GroupSettings) -> str | None:
@@ -180,8 +249,41 @@ def check(c: GroupSettings) -> str | None:
             "--group-consumer-heartbeat-interval-ms must be less than "
             "--group-consumer-session-timeout-ms",
         ),
+        *_share_checks(c),
     ]
     for ok, message in checks:
         if not ok:
             return message
     return None
+
+
+def _share_checks(c: GroupSettings) -> list[tuple[bool, str]]:
+    """Kafka's GroupCoordinatorConfig and ShareGroupConfig checks of the group.share.* settings:
+    each default lies within its min and max, the heartbeat below the session timeout."""
+    out = []
+    for name in (
+        "session_timeout_ms",
+        "heartbeat_interval_ms",
+        "delivery_count_limit",
+        "record_lock_duration_ms",
+        "partition_max_record_locks",
+    ):
+        value = getattr(c, "group_share_" + name)
+        lo = getattr(c, "group_share_min_" + name)
+        hi = getattr(c, "group_share_max_" + name)
+        flag = "--group-share-" + name.replace("_", "-")
+        out.append(
+            (
+                lo <= value <= hi,
+                f"{flag} must lie within --group-share-min-{flag[14:]} and "
+                f"--group-share-max-{flag[14:]}",
+            )
+        )
+    out.append(
+        (
+            c.group_share_heartbeat_interval_ms < c.group_share_session_timeout_ms,
+            "--group-share-heartbeat-interval-ms must be less than "
+            "--group-share-session-timeout-ms",
+        )
+    )
+    return out

@@ -107,6 +107,23 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_migration_policy: str = "bidirectional"
     offset_metadata_max_bytes: int = 4096
+    # KIP-932 share groups (Kafka's group.share.* settings and defaults)
+    group_share_session_timeout_ms: int = 45000
+    group_share_min_session_timeout_ms: int = 45000
+    group_share_max_session_timeout_ms: int = 60000
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_min_heartbeat_interval_ms: int = 5000
+    group_share_max_heartbeat_interval_ms: int = 15000
+    group_share_max_size: int = 200
+    group_share_delivery_count_limit: int = 5
+    group_share_min_delivery_count_limit: int = 2
+    group_share_max_delivery_count_limit: int = 10
+    group_share_record_lock_duration_ms: int = 30000
+    group_share_min_record_lock_duration_ms: int = 15000
+    group_share_max_record_lock_duration_ms: int = 60000
+    group_share_partition_max_record_locks: int = 2000
+    group_share_min_partition_max_record_locks: int = 100
+    group_share_max_partition_max_record_locks: int = 10000
     # Transactions (Kafka's transaction.* settings and defaults)
     transaction_partitions: int = 50
     transaction_max_timeout_ms: int = 900000

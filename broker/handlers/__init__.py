@@ -15,6 +15,7 @@ from kgroupd.broker.handlers import (  # noqa: F401
     offsets_list,
     produce,
     security,
+    share,
     transactions,
 )
 from kgroupd.broker.handlers.registry import HANDLERS, RequestContext, handler, supported_versions

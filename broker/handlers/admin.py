@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 
+from kgroupd.broker.handlers.group_configs import describe_group
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.log.topics import TOPIC_CONFIGS, TopicError
 from kgroupd.broker.security.acls import CLUSTER_NAME
@@ -283,6 +284,7 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
 
 _TOPIC = 2
 _BROKER = 4
+_GROUP = 32
 _SOURCE_DYNAMIC_TOPIC = 1
 _SOURCE_STATIC_BROKER = 4
 _SOURCE_DEFAULT = 5
@@ -373,6 +375,8 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
                 for key, (value, typ) in _broker_configs(ctx).items():
                     source = _SOURCE_DEFAULT if key in unset else _SOURCE_STATIC_BROKER
                     entries.append(_entry(key, value, source, typ))
+        elif rtype == _GROUP:
+            code, message, entries = describe_group(ctx, rname)
         else:
             code = ErrorCode.INVALID_REQUEST
             message = f"Unsupported resource type {rtype}"

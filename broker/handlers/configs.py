@@ -1,4 +1,5 @@
-"""AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1, for topics.
+"""AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1, for topics and groups (the GROUP
+resource: ``kgroupd.broker.handlers.group_configs``).
 
 AlterConfigs replaces a topic's dynamic configs with the ones given (those left out go back
 to their defaults); IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT (the last
@@ -20,6 +21,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from kgroupd.broker.handlers.group_configs import alter_group
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.topics import (
@@ -102,7 +104,9 @@ def _alter(ctx: RequestContext, res: Fields, incremental: bool, validate_only: b
     elif rtype == BROKER:
         changed = [c["name"] for c in configs if c.get("config_operation", SET) != DELETE]
         _check_broker(ctx, res["resource_name"], changed)
-    elif rtype in (CLIENT_METRICS, GROUP) or (incremental and rtype == BROKER_LOGGER):
+    elif rtype == GROUP:
+        alter_group(ctx, res["resource_name"], configs, incremental, validate_only)
+    elif rtype == CLIENT_METRICS or (incremental and rtype == BROKER_LOGGER):
         raise _refuse(f"Unsupported resource type {rtype}")  # Kafka's, not kgroupd's
     else:
         raise _refuse(f"Unknown resource type {rtype}")

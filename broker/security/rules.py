@@ -51,6 +51,8 @@ TOPIC_ALTER_CONFIGS = Rule(_T, Operation.ALTER_CONFIGS, TOPIC_AUTH)
 GROUP_READ = Rule(_G, Operation.READ, GROUP_AUTH)
 GROUP_DESCRIBE = Rule(_G, Operation.DESCRIBE, GROUP_AUTH)
 GROUP_DELETE = Rule(_G, Operation.DELETE, GROUP_AUTH)
+GROUP_DESCRIBE_CONFIGS = Rule(_G, Operation.DESCRIBE_CONFIGS, GROUP_AUTH)
+GROUP_ALTER_CONFIGS = Rule(_G, Operation.ALTER_CONFIGS, GROUP_AUTH)
 CLUSTER_DESCRIBE = Rule(_C, Operation.DESCRIBE, CLUSTER_AUTH)
 CLUSTER_ALTER = Rule(_C, Operation.ALTER, CLUSTER_AUTH)
 CLUSTER_CREATE = Rule(_C, Operation.CREATE, CLUSTER_AUTH)
@@ -124,6 +126,11 @@ def _offset_delete(access: Access, req: dict[str, Any]) -> ErrorCode | None:
 
 _GROUP_MEMBER = ApiAccess((GROUP_READ,), _on(GROUP_READ, "group_id"))
 
+_DESCRIBE_CONFIGS = ApiAccess(
+    (TOPIC_DESCRIBE_CONFIGS, CLUSTER_DESCRIBE_CONFIGS, GROUP_DESCRIBE_CONFIGS)
+)
+_ALTER_CONFIGS = ApiAccess((TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS, GROUP_ALTER_CONFIGS))
+
 ACCESS: dict[int, ApiAccess] = {
     0: ApiAccess((TXN_WRITE, TOPIC_WRITE)),  # Produce
     1: ApiAccess((TOPIC_READ,)),  # Fetch
@@ -151,12 +158,18 @@ ACCESS: dict[int, ApiAccess] = {
     29: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeAcls
     30: ApiAccess((CLUSTER_ALTER,)),  # CreateAcls
     31: ApiAccess((CLUSTER_ALTER,)),  # DeleteAcls
-    32: ApiAccess((TOPIC_DESCRIBE_CONFIGS, CLUSTER_DESCRIBE_CONFIGS)),  # DescribeConfigs
-    33: ApiAccess((TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS)),  # AlterConfigs
+    32: ApiAccess(
+        (TOPIC_DESCRIBE_CONFIGS, CLUSTER_DESCRIBE_CONFIGS, GROUP_DESCRIBE_CONFIGS)
+    ),  # DescribeConfigs
+    33: ApiAccess(
+        (TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS, GROUP_ALTER_CONFIGS)
+    ),  # AlterConfigs
     36: ApiAccess(()),  # SaslAuthenticate
     37: ApiAccess((TOPIC_ALTER,)),  # CreatePartitions
     42: ApiAccess((GROUP_DELETE,)),  # DeleteGroups
-    44: ApiAccess((TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS)),  # IncrementalAlterConfigs
+    44: ApiAccess(
+        (TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS, GROUP_ALTER_CONFIGS)
+    ),  # IncrementalAlterConfigs
     47: ApiAccess((GROUP_DELETE, TOPIC_READ), _offset_delete),  # OffsetDelete
     50: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeUserScram...
     51: ApiAccess((CLUSTER_ALTER,)),  # AlterUserScramCredentials
@@ -165,4 +178,7 @@ ACCESS: dict[int, ApiAccess] = {
     66: ApiAccess((TXN_DESCRIBE,)),  # ListTransactions
     68: ApiAccess((GROUP_READ, TOPIC_DESCRIBE), _consumer_group_heartbeat),
     69: ApiAccess((GROUP_DESCRIBE, TOPIC_DESCRIBE)),  # ConsumerGroupDescribe
+    76: ApiAccess((GROUP_READ, TOPIC_DESCRIBE), _on(GROUP_READ, "group_id")),  # ShareGroupHb
+    78: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # ShareFetch
+    79: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # ShareAcknowledge
 }

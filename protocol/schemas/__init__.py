@@ -27,6 +27,7 @@ from . import (
     offsets,
     produce,
     security,
+    share,
     txn,
 )
 
@@ -75,6 +76,9 @@ SERVED: dict[int, tuple[int, int]] = {
     66: (0, 2),  # ListTransactions
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
+    76: (1, 1),  # ShareGroupHeartbeat
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
 }
 
 # api_key -> (request, response): the APIs defined with our own field trees.
@@ -91,6 +95,7 @@ DEFINITIONS: dict[int, tuple[Message, Message]] = {
     **security.DEFINITIONS,
     **acls.DEFINITIONS,
     **txn.DEFINITIONS,  # WriteTxnMarkers (27) defined, not served: broker-to-broker
+    **share.DEFINITIONS,
 }
 
 __all__ = [

@@ -1,11 +1,12 @@
-"""kafka-python classes for the messages its release ships no JSON for (ConsumerGroupHeartbeat
-and ConsumerGroupDescribe): its own JSON loader fed with the message JSON inside
+"""kafka-python classes for the messages its release ships no JSON for (the KIP-848 and
+KIP-932 APIs): its own JSON loader fed with the message JSON inside
 kafka-clients-4.3.0.jar (fetched by ``tests.support.java``, cached under ``.cache/``)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib
 import os
 import sys
@@ -15,8 +16,23 @@ from typing import Any
 
 from tests.support.java import CACHE, KAFKA_CLIENTS_VERSION, JavaSetupError, _jars
 
-MESSAGES = {68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe"}
-PACKAGE = "kgroupd_kafka_json"
+MESSAGES = {
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+    76: "ShareGroupHeartbeat",
+    77: "ShareGroupDescribe",
+    78: "ShareFetch",
+    79: "ShareAcknowledge",
+    90: "DescribeShareGroupOffsets",
+    91: "AlterShareGroupOffsets",
+    92: "DeleteShareGroupOffsets",
+}
+# The cached package is named after the messages it holds, so a run with more messages
+# never picks up an older, smaller copy.
+PACKAGE = (
+    "kgroupd_kafka_json_"
+    + hashlib.sha256(" ".join(sorted(MESSAGES.values())).encode()).hexdigest()[:8]
+)
 
 
 def _json_package() -> Any:

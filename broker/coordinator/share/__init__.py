@@ -1,0 +1,1 @@
+"""Share groups (KIP-932): members, epochs, session timeouts and the server-side assignment."""

@@ -1,0 +1,286 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat v1, ShareFetch v1-v2, ShareAcknowledge v1-v2.
+
+ShareFetch works in the member's share session (``kgroupd.broker.share.service``): it applies
+the acknowledgements it carries first (each partition's outcome in its acknowledge error), adds
+its partitions to the session and drops the forgotten ones, then acquires records for the member
+from every session partition and answers the whole batches holding them with the acquired
+ranges and their delivery counts (the client keeps only the acquired records). With nothing to
+acquire it waits up to MaxWaitMs for new records. v2 adds RENEW acknowledgements (IsRenewAck).
+ShareAcknowledge applies acknowledgements only; epoch 0 is INVALID_SHARE_SESSION_EPOCH there.
+A session closed with epoch -1 releases what the member still holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+from kgroupd.broker.coordinator.share.commands import ShareGroupHeartbeat
+from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.log.partition import PartitionLog, ReadWouldBlock
+from kgroupd.broker.share.partition import RENEW, Acquired
+from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.records import CONTROL_BIT, parse_header
+
+DEFAULT_MAX_RECORDS = 500
+
+
+@handler(76)
+def handle_share_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields:
+    names = req["subscribed_topic_names"]
+    result = ctx.broker.share.coordinator.heartbeat(
+        ShareGroupHeartbeat(
+            req["group_id"],
+            req["member_id"],
+            req["member_epoch"],
+            req["rack_id"],
+            tuple(names) if names is not None else None,
+            ctx.client_id or "",
+            "/" + ctx.client_host,
+        )
+    )
+    assignment = None
+    if result.assignment is not None:
+        assignment = {
+            "topic_partitions": [
+                {"topic_id": tid, "partitions": list(parts)} for tid, parts in result.assignment
+            ]
+        }
+    return {
+        "error_code": int(result.error),
+        "error_message": result.error_message,
+        "member_id": result.member_id,
+        "member_epoch": result.member_epoch,
+        "heartbeat_interval_ms": result.heartbeat_interval_ms,
+        "assignment": assignment,
+    }
+
+
+def _top_error(code: ErrorCode, message: str | None = None) -> Fields:
+    return {"error_code": int(code), "error_message": message, "responses": []}
+
+
+def _open(ctx: RequestContext, req: Fields, fetching: bool) -> ShareSession | Fields:
+    group_id, member_id, epoch = req["group_id"], req["member_id"], req["share_session_epoch"]
+    if not group_id:
+        return _top_error(ErrorCode.INVALID_GROUP_ID)
+    if not member_id:
+        return _top_error(ErrorCode.INVALID_REQUEST, "Member id must not be empty.")
+    if epoch == INITIAL_EPOCH:
+        if not fetching:
+            return _top_error(ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+        if any(p["acknowledgement_batches"] for t in req["topics"] for p in t["partitions"]):
+            return _top_error(
+                ErrorCode.INVALID_REQUEST, "Acknowledge data is not allowed in the initial fetch."
+            )
+    found = ctx.broker.share.session(group_id, member_id, epoch)
+    if isinstance(found, ErrorCode):
+        return _top_error(found)
+    return found
+
+
+def _acknowledge(
+    ctx: RequestContext, session: ShareSession, topics: list[Fields], renew_allowed: bool
+) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    share = ctx.broker.share
+    out: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    for t in topics:
+        topic = ctx.broker.topics.by_id(t["topic_id"])
+        for p in t["partitions"]:
+            batches = p["acknowledgement_batches"]
+            if not batches:
+                continue
+            key = (t["topic_id"], p["partition_index"])
+            sp = share.partitions.get((session.group_id, *key))
+            if topic is None:
+                out[key] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if sp is None:  # nothing was ever acquired there
+                out[key] = ErrorCode.INVALID_RECORD_STATE
+                continue
+            code = ErrorCode.NONE
+            for b in batches:
+                types = list(b["acknowledge_types"])
+                if RENEW in types and not renew_allowed:
+                    got = ErrorCode.INVALID_REQUEST
+                else:
+                    got = sp.acknowledge(
+                        session.member_id, b["first_offset"], b["last_offset"], types
+                    )
+                if code == ErrorCode.NONE:
+                    code = got
+            out[key] = code
+    return out
+
+
+@handler(79)
+def handle_share_acknowledge(ctx: RequestContext, req: Fields) -> Fields:
+    session = _open(ctx, req, fetching=False)
+    if not isinstance(session, ShareSession):
+        return session
+    acks = _acknowledge(ctx, session, req["topics"], req["is_renew_ack"])
+    ctx.broker.share.advance(session, req["share_session_epoch"])
+    return {
+        "error_code": 0,
+        "acquisition_lock_timeout_ms": ctx.broker.share.lock_duration_ms(session.group_id),
+        "responses": _group({k: {"error_code": int(c), **_leader(ctx)} for k, c in acks.items()}),
+    }
+
+
+@handler(78)
+def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
+    session = _open(ctx, req, fetching=True)
+    if not isinstance(session, ShareSession):
+        return session
+    epoch = req["share_session_epoch"]
+    if (
+        epoch == FINAL_EPOCH
+        and req["topics"]
+        and any(not p["acknowledgement_batches"] for t in req["topics"] for p in t["partitions"])
+    ):
+        return _top_error(ErrorCode.INVALID_REQUEST, "Fetching is not allowed in a final fetch.")
+    acks = _acknowledge(ctx, session, req["topics"], req["is_renew_ack"])
+    for t in req["topics"]:
+        for p in t["partitions"]:
+            session.partitions.add((t["topic_id"], p["partition_index"]))
+    for t in req["forgotten_topics_data"]:
+        for index in t["partitions"]:
+            session.partitions.discard((t["topic_id"], index))
+    ctx.broker.share.advance(session, epoch)
+    if epoch == FINAL_EPOCH or req["is_renew_ack"]:
+        return _fetch_response(ctx, session, acks, {}, {})
+    max_records = req["max_records"] if req["max_records"] > 0 else DEFAULT_MAX_RECORDS
+    fetched, errors, logs = _acquire(ctx, session, max_records, req["max_bytes"])
+    if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
+        return _fetch_response(ctx, session, acks, fetched, errors)
+    return _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
+
+
+async def _long_poll(
+    ctx: RequestContext,
+    session: ShareSession,
+    max_records: int,
+    max_bytes: int,
+    max_wait_ms: int,
+    logs: list[PartitionLog],
+) -> Fields:
+    futures = [log.wait_for_data() for log in logs]
+    try:
+        await asyncio.wait(futures, timeout=max_wait_ms / 1000.0)
+    finally:
+        for log, fut in zip(logs, futures, strict=True):
+            if not fut.done():
+                fut.cancel()
+                with contextlib.suppress(ValueError):
+                    log.waiters.remove(fut)
+    if (session.group_id, session.member_id) not in ctx.broker.share.sessions:
+        return _fetch_response(ctx, session, {}, {}, {})  # closed meanwhile
+    fetched, errors, _ = _acquire(ctx, session, max_records, max_bytes)
+    return _fetch_response(ctx, session, {}, fetched, errors)
+
+
+Fetched = dict[tuple[uuid.UUID, int], tuple[bytes, list[Acquired]]]
+
+
+def _acquire(
+    ctx: RequestContext, session: ShareSession, max_records: int, max_bytes: int
+) -> tuple[Fetched, dict[tuple[uuid.UUID, int], ErrorCode], list[PartitionLog]]:
+    share = ctx.broker.share
+    fetched: Fetched = {}
+    errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    logs: list[PartitionLog] = []
+    budget = max_bytes
+    for topic_id, index in sorted(session.partitions):
+        topic = ctx.broker.topics.by_id(topic_id)
+        if topic is None:
+            errors[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_ID
+            continue
+        if not 0 <= index < len(topic.partitions):
+            errors[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        log = topic.partitions[index]
+        logs.append(log)
+        sp = share.partition(
+            session.group_id, topic_id, index, log.log_start_offset, log.high_watermark
+        )
+        if max_records <= 0 or budget <= 0 or not sp.has_available(log.high_watermark):
+            continue
+        try:
+            parts, _size = log.read_chunks(
+                sp.start_offset, budget, True, below=log.high_watermark, nowait=True
+            )
+        except ReadWouldBlock:
+            continue  # kgroupd serves share fetches from the cached tail only, for now
+        batches = [bytes(p) for p in parts]
+        ranges = []
+        for data in batches:
+            header = parse_header(data)
+            if not header.attributes & CONTROL_BIT:
+                ranges.append((header.base_offset, header.base_offset + header.last_offset_delta))
+        acquired = sp.acquire(session.member_id, ranges, max_records)
+        if not acquired:
+            continue
+        max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+        kept = [
+            d
+            for d in batches
+            if any(
+                a.first_offset <= _last(d) and a.last_offset >= parse_header(d).base_offset
+                for a in acquired
+            )
+        ]
+        data = b"".join(kept)
+        budget -= len(data)
+        fetched[(topic_id, index)] = (data, acquired)
+    return fetched, errors, logs
+
+
+def _last(batch: bytes) -> int:
+    header = parse_header(batch)
+    return header.base_offset + header.last_offset_delta
+
+
+def _leader(ctx: RequestContext) -> Fields:
+    return {"current_leader": {"leader_id": ctx.broker.node_id, "leader_epoch": 0}}
+
+
+def _fetch_response(
+    ctx: RequestContext,
+    session: ShareSession,
+    acks: dict[tuple[uuid.UUID, int], ErrorCode],
+    fetched: Fetched,
+    errors: dict[tuple[uuid.UUID, int], ErrorCode],
+) -> Fields:
+    partitions: dict[tuple[uuid.UUID, int], Fields] = {}
+    for key in {*acks, *fetched, *errors}:
+        data, acquired = fetched.get(key, (b"", []))
+        partitions[key] = {
+            "error_code": int(errors.get(key, ErrorCode.NONE)),
+            "acknowledge_error_code": int(acks.get(key, ErrorCode.NONE)),
+            "records": data,
+            "acquired_records": [
+                {
+                    "first_offset": a.first_offset,
+                    "last_offset": a.last_offset,
+                    "delivery_count": a.delivery_count,
+                }
+                for a in acquired
+            ],
+            **_leader(ctx),
+        }
+    return {
+        "error_code": 0,
+        "acquisition_lock_timeout_ms": ctx.broker.share.lock_duration_ms(session.group_id),
+        "responses": _group(partitions),
+        "node_endpoints": [],
+    }
+
+
+def _group(partitions: dict[tuple[uuid.UUID, int], Fields]) -> list[Fields]:
+    by_topic: dict[uuid.UUID, list[Fields]] = {}
+    for (topic_id, index), fields in sorted(partitions.items()):
+        by_topic.setdefault(topic_id, []).append({"partition_index": index, **fields})
+    return [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()]

@@ -1,0 +1,1 @@
+"""Share-partition state and the share-group configs (KIP-932)."""

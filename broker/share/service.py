@@ -1,0 +1,123 @@
+"""The broker's share-group state in one place: the share-group coordinator, the share partitions
+and the share sessions (Kafka's ShareSessionCache), built on first use from the broker's timers.
+
+Share sessions, as Kafka keys and checks them: one per (group, member). Epoch 0 opens a session
+(replacing the member's previous one), -1 closes it (what the member holds is released), and any
+other epoch must be the session's next one: no session is SHARE_SESSION_NOT_FOUND, another epoch
+INVALID_SHARE_SESSION_EPOCH. The epoch after 2**31-1 is 1.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kgroupd.broker.coordinator.share.coordinator import ShareGroupCoordinator, TopicsView
+from kgroupd.broker.coordinator.timers import Timers
+from kgroupd.broker.share.group_config import GroupConfigs
+from kgroupd.broker.share.partition import Limits, SharePartition
+from kgroupd.protocol.errors import ErrorCode
+
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+
+TopicPartition = tuple[uuid.UUID, int]
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int  # the epoch the next request must carry
+    partitions: set[TopicPartition] = field(default_factory=set)
+
+
+def next_epoch(epoch: int) -> int:
+    return 1 if epoch >= 2**31 - 1 else epoch + 1
+
+
+class ShareService:
+    def __init__(
+        self,
+        timers: Timers,
+        topics: TopicsView,
+        configs: GroupConfigs,
+        max_size: int,
+        other_group_exists: Callable[[str], bool],
+    ) -> None:
+        self.timers = timers
+        self.configs = configs
+        self.coordinator = ShareGroupCoordinator(
+            timers, topics, configs, max_size, other_group_exists
+        )
+        self.coordinator.on_member_removed = self.member_gone
+        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+
+    # --- sessions ----------------------------------------------------------------------------
+
+    def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | ErrorCode:
+        """The session a request with ``epoch`` works in (opened at 0), or its error."""
+        key = (group_id, member_id)
+        if epoch == INITIAL_EPOCH:
+            old = self.sessions.pop(key, None)
+            if old is not None:
+                self.release(group_id, member_id)
+            session = self.sessions[key] = ShareSession(group_id, member_id, 1)
+            return session
+        session_or_none = self.sessions.get(key)
+        if session_or_none is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND
+        if epoch != FINAL_EPOCH and epoch != session_or_none.epoch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        return session_or_none
+
+    def advance(self, session: ShareSession, epoch: int) -> None:
+        """After a request: the next epoch, or at -1 the session closes and what the member
+        holds is released."""
+        if epoch == FINAL_EPOCH:
+            self.sessions.pop((session.group_id, session.member_id), None)
+            self.release(session.group_id, session.member_id)
+        else:
+            session.epoch = next_epoch(epoch)
+
+    # --- partitions --------------------------------------------------------------------------
+
+    def partition(
+        self, group_id: str, topic_id: uuid.UUID, index: int, log_start: int, log_end: int
+    ) -> SharePartition:
+        key = (group_id, topic_id, index)
+        sp = self.partitions.get(key)
+        if sp is None:
+            reset = self.configs.str_value(group_id, "share.auto.offset.reset").lower()
+            start = log_start if reset == "earliest" else log_end
+            sp = SharePartition(
+                f"{group_id}/{topic_id}/{index}", start, self.timers, self._limits(group_id)
+            )
+            self.partitions[key] = sp
+        if log_start > sp.start_offset:
+            sp.move_start(log_start)
+        return sp
+
+    def _limits(self, group_id: str) -> Callable[[], Limits]:
+        def limits() -> Limits:
+            return Limits(
+                self.configs.int_value(group_id, "share.record.lock.duration.ms"),
+                self.configs.int_value(group_id, "share.delivery.count.limit"),
+                self.configs.int_value(group_id, "share.partition.max.record.locks"),
+            )
+
+        return limits
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self.configs.int_value(group_id, "share.record.lock.duration.ms")
+
+    def release(self, group_id: str, member_id: str) -> None:
+        for (group, _t, _p), sp in self.partitions.items():
+            if group == group_id:
+                sp.release_member(member_id)
+
+    def member_gone(self, group_id: str, member_id: str) -> None:
+        """The coordinator removed the member: its session ends, its records come back."""
+        self.sessions.pop((group_id, member_id), None)
+        self.release(group_id, member_id)
