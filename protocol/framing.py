@@ -56,37 +56,57 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Complete frames so far. After a bad size prefix, ``error`` is set and the frames
-        that came before it are still returned; nothing after it is."""
+        that came before it are still returned; nothing after it is.
+
+        Each frame's bytes are copied once: out of ``data`` when a read starts with a frame
+        (nothing buffered), else out of the buffer through a view."""
         if self.error is not None:
             return []
         buf = self._buf
-        buf += data
+        src: bytes | bytearray = data
+        if buf or type(data) is not bytes:
+            buf += data
+            src = buf
         frames: list[bytes] = []
         pos = 0
-        end = len(buf)
-        while True:
-            if self._need < 0:
-                if end - pos < 4:
+        end = len(src)
+        view = memoryview(src) if src is buf else None
+        try:
+            while True:
+                if self._need < 0:
+                    if end - pos < 4:
+                        break
+                    (size,) = _INT32.unpack_from(src, pos)
+                    if size < 0:
+                        self.error = FrameError(f"negative frame size {size}")
+                    elif size > self._max:
+                        self.error = FrameTooLarge(
+                            f"frame of {size} bytes exceeds the limit of {self._max}"
+                        )
+                    if self.error is not None:
+                        break
+                    self._need = size
+                    pos += 4
+                need = self._need
+                if end - pos < need:
                     break
-                (size,) = _INT32.unpack_from(buf, pos)
-                if size < 0:
-                    self.error = FrameError(f"negative frame size {size}")
-                elif size > self._max:
-                    self.error = FrameTooLarge(
-                        f"frame of {size} bytes exceeds the limit of {self._max}"
-                    )
-                if self.error is not None:
-                    buf.clear()
-                    return frames
-                self._need = size
-                pos += 4
-            if end - pos < self._need:
-                break
-            frames.append(bytes(buf[pos : pos + self._need]))
-            pos += self._need
-            self._need = -1
-        if pos:
-            del buf[:pos]
+                if view is None:
+                    frames.append(data[pos : pos + need])
+                else:
+                    frames.append(view[pos : pos + need].tobytes())
+                pos += need
+                self._need = -1
+        finally:
+            if view is not None:
+                view.release()  # the buffer may be resized again
+        if self.error is not None:
+            buf.clear()
+        elif src is buf:
+            if pos:
+                del buf[:pos]
+        elif pos < end:
+            with memoryview(data) as rest:
+                buf += rest[pos:]
         return frames
 
 

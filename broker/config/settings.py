@@ -272,8 +272,9 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "--queued-max-request-bytes",
         "queued_max_request_bytes",
         _bytes_or_unbounded,
-        "request bytes read but not yet handled, across all connections; when they would "
-        "pass it, connections stop reading until memory frees (Kafka: "
+        "request bytes read but not yet handled, across all connections, claimed as they "
+        "arrive; a connection that would pass it stops reading until memory frees, unless "
+        "the rest of its frame fits in one request's overdraft (Kafka: "
         "queued.max.request.bytes; -1: unbounded)",
     ),
     (
@@ -286,8 +287,9 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "--incomplete-request-timeout-ms",
         "incomplete_request_timeout_ms",
         at_least_one,
-        "close a connection whose request frame stays incomplete this long (kgroupd's own: a "
-        "client trickling bytes holds no buffer forever)",
+        "close a connection whose request frame stays incomplete this long, from its size "
+        "prefix on, waits for memory not counted (kgroupd's own: a client trickling bytes "
+        "holds no buffer forever)",
     ),
     (
         "--log-retention-check-interval-ms",

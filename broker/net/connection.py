@@ -28,7 +28,7 @@ from kgroupd.broker.config.security import SASL_PROTOCOLS
 from kgroupd.broker.handlers import HANDLERS
 from kgroupd.broker.handlers.api_versions import api_versions_body
 from kgroupd.broker.handlers.registry import Held, RequestContext
-from kgroupd.broker.net.request_pool import RequestMemoryPool
+from kgroupd.broker.net.request_pool import FrameReader, RequestMemoryPool
 from kgroupd.broker.security.acls import Access
 from kgroupd.broker.security.rules import ACCESS
 from kgroupd.broker.security.sasl import SaslSession
@@ -36,7 +36,6 @@ from kgroupd.broker.security.tls import ANONYMOUS, principal
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import Chunks
 from kgroupd.protocol.framing import (
-    FrameDecoder,
     FrameError,
     encode_response,
     parse_request_header,
@@ -91,7 +90,9 @@ class KafkaConnection(asyncio.Protocol):
             server.broker.advertised_port,
         )
         self.conn_id = next(_ids)
-        self.decoder = FrameDecoder(server.broker.config.max_request_bytes)
+        # The frames read, what they hold of the shared pool (--queued-max-request-bytes),
+        # and since when a frame has been incomplete (--incomplete-request-timeout-ms).
+        self.reader = FrameReader(server.pool, server.broker.config.max_request_bytes, self._flow)
         self.transport: asyncio.Transport | None = None
         self.queue: deque[bytes] = deque()
         self.waiting: asyncio.Future[Any] | None = None
@@ -107,16 +108,7 @@ class KafkaConnection(asyncio.Protocol):
         self.host = "?"
         self.client_id: str | None = None
         self.log: Any = log.bind(conn=self.conn_id)
-        # For the server's sweep (connections.max.idle.ms, --incomplete-request-timeout-ms):
-        # when bytes last came in, and since when a frame has been incomplete (None: none is).
-        self.last_read = time.monotonic()
-        self.partial_since: float | None = None
-        # --queued-max-request-bytes: the bytes of the frames queued here, what this
-        # connection holds of the shared pool, and whether it waits for the pool.
-        self.pool = server.pool
-        self.queued_bytes = 0
-        self.pool_claim = 0
-        self.pool_paused = False
+        self.last_read = time.monotonic()  # for the sweep (connections.max.idle.ms)
         # Who the client is: its SASL user once authenticated on a SASL listener, its
         # certificate's subject on an SSL listener, else User:ANONYMOUS.
         self.principal = ANONYMOUS
@@ -165,7 +157,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.server.connections.discard(self)
-        self.pool.release(self)
+        self.reader.close()
         if self.waiting is not None and not self.waiting.done():
             self.waiting.cancel()
         self.log.info("connection_closed", error=str(exc) if exc else None)
@@ -174,16 +166,9 @@ class KafkaConnection(asyncio.Protocol):
         if self.closing:
             return
         now = self.last_read = time.monotonic()
-        frames = self.decoder.feed(data)
+        frames = self.reader.feed(data, now)
         if frames:
-            for frame in frames:
-                self.queued_bytes += len(frame)
             self.queue.extend(frames)
-        if self.decoder.buffered:
-            if self.partial_since is None:
-                self.partial_since = now
-        else:
-            self.partial_since = None
         if self.waiting is None:
             self._run()
         else:
@@ -199,7 +184,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         stop = (
             self.write_paused
-            or self.pool_paused
+            or self.reader.paused
             or len(self.queue) > MAX_QUEUED_FRAMES
             or len(self.held) > MAX_QUEUED_FRAMES
         )
@@ -226,7 +211,7 @@ class KafkaConnection(asyncio.Protocol):
         held = self.held
         while queue and self.waiting is None and not self.closing:
             frame = queue.popleft()
-            self.queued_bytes -= len(frame)
+            self.reader.taken(frame)
             try:
                 result = self._dispatch(frame)
             except _Close as exc:
@@ -268,29 +253,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def _account(self) -> None:
         """Claim the pool memory this connection's frames take; stop reading if refused."""
-        if self.pool.limit is None or self.closing:
-            return
-        want = self.queued_bytes + self.decoder.pending
-        if want == self.pool_claim:
-            return
-        if self.pool.claim(self, want):
-            self.pool_paused = False
-        elif not self.pool_paused:
-            self.pool_paused = True
-            self.pool.wait(self)
-            self.log.info("request_pool_full", want=want, used=self.pool.used)
-
-    def pool_retry(self) -> bool:
-        """The pool freed memory: claim again, and read on if admitted."""
         if self.closing:
-            return True  # nothing to admit; its claim goes with connection_lost
-        if not self.pool.claim(self, self.queued_bytes + self.decoder.pending):
-            return False
-        self.pool_paused = False
-        if self.partial_since is not None:
-            self.partial_since = time.monotonic()  # the wait was ours, not the client's
-        self._flow()
-        return True
+            return
+        refused = self.reader.account()
+        if refused is not None:  # the caller's _flow stops reading
+            self.log.info("request_pool_full", want=refused, used=self.reader.pool.used)
 
     def _hold(self, until: asyncio.Future[None] | None, framed: list[bytes | memoryview]) -> None:
         held = self.held
@@ -352,9 +319,9 @@ class KafkaConnection(asyncio.Protocol):
     def _close_if_done(self) -> None:
         if self.waiting is not None or self.held or self.queue:
             return
-        if self.decoder.error is not None:
+        if self.reader.decoder.error is not None:
             # Everything framed before the bad size prefix has been answered.
-            self._close(f"bad frame: {self.decoder.error}")
+            self._close(f"bad frame: {self.reader.decoder.error}")
         elif self.close_when_done:
             self._close("broker shutting down", error=False)
 
@@ -504,12 +471,15 @@ class KafkaConnection(asyncio.Protocol):
         in flight, or a frame of it stayed incomplete for ``incomplete_s``."""
         if self.closing:
             return
-        if (
-            self.partial_since is not None
-            and now - self.partial_since > incomplete_s
-            and not self.pool_paused  # waiting for the pool is not the client's doing
-        ):
-            self._close("a request frame stayed incomplete too long")
+        if self.reader.stalled(now, incomplete_s):  # waits for the pool not counted
+            decoder = self.reader.decoder
+            self.log.warning(
+                "connection_closing",
+                reason="a request frame stayed incomplete too long",
+                frame_bytes=decoder.pending,
+                received_bytes=decoder.buffered,
+            )
+            self._close("incomplete request", error=False)
         elif (
             now - self.last_read > idle_s
             and self.waiting is None

@@ -52,7 +52,7 @@ class KafkaServer:
         self._server: asyncio.base_events.Server | Acceptor | None = None
         self._servers: list[asyncio.base_events.Server | Acceptor] = []
         # --queued-max-request-bytes, shared by every connection
-        self.pool = RequestMemoryPool(config.queued_max_request_bytes)
+        self.pool = RequestMemoryPool(config.queued_max_request_bytes, config.max_request_bytes)
         self.bound: list[tuple[Listener, int, tuple[str, int]]] = []
         self._housekeeping: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
