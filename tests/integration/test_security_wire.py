@@ -78,6 +78,14 @@ async def server(users_file: Path) -> AsyncIterator[KafkaServer]:
         yield srv
 
 
+@pytest_asyncio.fixture
+async def closes_at_once(users_file: Path) -> AsyncIterator[KafkaServer]:
+    """A failed authentication closes without Kafka's delay (for tests that fail many)."""
+    overrides = settings(users_file, connection_failed_authentication_delay_ms=0)
+    async with running_server(**overrides) as srv:
+        yield srv
+
+
 def port_of(server: KafkaServer, name: str) -> int:
     return next(p for listener, p, _ in server.bound if listener.name == name)
 
@@ -329,10 +337,10 @@ async def test_stored_users_survive_a_restart_and_the_users_file_wins(
 
 
 async def test_garbage_in_the_sasl_exchange_never_authenticates(
-    server: KafkaServer, caplog: pytest.LogCaptureFixture
+    closes_at_once: KafkaServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     rng = random.Random(15)
-    port = port_of(server, "SASL_PLAINTEXT")
+    port = port_of(closes_at_once, "SASL_PLAINTEXT")
     for i in range(120):
         mechanism = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")[i % 3]
         token = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))
