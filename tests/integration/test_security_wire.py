@@ -180,7 +180,10 @@ async def test_an_unknown_user_fails_scram_like_a_wrong_password(server: KafkaSe
     async with await WireClient.connect(port_of(server, "SASL_PLAINTEXT")) as wire:
         assert (await handshake(wire, "SCRAM-SHA-512"))["error_code"] == 0
         client = scramp.ScramClient(["SCRAM-SHA-512"], "mallory", "x")
-        answer = await authenticate(wire, client.get_client_first().encode())
+        first = await authenticate(wire, client.get_client_first().encode())
+        assert first["error_code"] == 0  # a server-first, as for a user who exists
+        client.set_server_first(first["auth_bytes"].decode())
+        answer = await authenticate(wire, client.get_client_final().encode())
         assert answer["error_code"] == SASL_AUTHENTICATION_FAILED
         assert "SCRAM-SHA-512" in answer["error_message"]
         assert await closed(wire)
