@@ -47,6 +47,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -415,6 +416,19 @@ class Bystander:
         return f"{h.median(rtts) * 1e3:.1f} / {p99 * 1e3:.1f} / {mark}{worst * 1e3:,.1f}"
 
 
+def sasl_broker(
+    command: Callable[[int], list[str]], sasl_port: int, extra: list[str]
+) -> h.BrokerProcess:
+    """Started once its SASL_SSL listener accepts too (the PLAINTEXT one binds first)."""
+    broker = h.BrokerProcess("kgroupd", command=command, extra=extra).start()
+    deadline = time.perf_counter() + 15
+    while not h.try_connect(sasl_port):
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"the SASL_SSL listener never accepted; see {broker.log_path}")
+        time.sleep(0.01)
+    return broker
+
+
 async def abuse_scenario(
     name: str,
     args: argparse.Namespace,
@@ -423,7 +437,7 @@ async def abuse_scenario(
     attacker: ProcessPoolExecutor,
 ) -> str:
     sasl_port = h.free_port()
-    broker = h.BrokerProcess("kgroupd", command=broker_command(certs, users, sasl_port)).start()
+    broker = sasl_broker(broker_command(certs, users, sasl_port), sasl_port, [])
     context = ssl.create_default_context(cafile=str(certs.ca))
     by = Bystander(await Conn.open(Endpoint("SASL_SSL", sasl_port, context)))
     rss = [broker.rss_mib()]
@@ -471,7 +485,7 @@ def leak_case(certs: Certs, users: Path) -> str:
     )
     extra = ["--connection-failed-authentication-delay-ms", "0"]
     extra = extra if extra[0] in usage.stdout else []  # a revision without it has no delay
-    broker = h.BrokerProcess("kgroupd", command=command, extra=extra).start()
+    broker = sasl_broker(command, sasl_port, extra)
     try:
         times: dict[str, list[float]] = {u: [] for u in (USER, "nobody")}
         for _ in range(100):
