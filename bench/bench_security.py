@@ -2,7 +2,7 @@
 kgroupd with both listeners (``--only tls``), and Heartbeat/s and OffsetCommit/s with
 ``--authorizer acl`` against without (``--only acl``; two brokers).
 
-    python bench/bench_security.py [--only tls|acl] [--rounds 5] [--requests 1500]
+    python bench/bench_security.py [--only tls|acl|abuse] [--rounds 5] [--requests 1500]
 
 One kgroupd subprocess listens on PLAINTEXT and on SASL_SSL (a certificate made with
 ``cryptography`` into ``.cache/bench-certs``; users from a ``--sasl-users`` file). Each
@@ -21,6 +21,16 @@ group), pipelined the same way, against a broker run with ``--authorizer acl
 and then served from the connection's cache, the path every request takes) and against one
 without an authorizer.
 
+Hostile clients before authentication (``--only abuse``, issue 27): an authenticated
+bystander on SASL_SSL asks Metadata back to back while an unauthenticated client sends one
+SCRAM client-first token with a 4 MiB or a 50 MB user name, or guesses passwords (SCRAM-SHA-512,
+PLAIN) back to back from one client, a new TLS connection per guess (each failure closes it),
+for ``--guess-seconds``. Each scenario gets a fresh broker (one stalled by a token is killed
+after ``--token-cap`` seconds). Figures: the bystander's round trip median / p99 / max, how
+long the broker took to close (or answer) the token's connection, the broker's peak RSS, and
+guesses/s; then, on a broker without the failure delay, the median answer time of a wrong
+PLAIN password for a user who exists and for one who does not.
+
 Rounds alternate which goes first; figures are medians; the ratios are SASL_SSL / PLAINTEXT
 (goal: TLS costs under 30% of PLAINTEXT's produce throughput) and with / without ACLs (goal:
 under 5% cost), of the rates and of the rates per broker CPU-second (on 2 cores the client,
@@ -31,10 +41,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import multiprocessing
 import ssl
+import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,12 +58,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import _harness as h
 import scramp
+from _sasl_attack import MECHANISM, USER, guess, guesses, token_attack
 from bench_throughput import Pipeline, build_batch, produce_frames
 
 from tests.support.certs import Certs, make_certs
 
-USER, PASSWORD = "bench", "bench-secret"
-MECHANISM = "SCRAM-SHA-512"
+PASSWORD = "bench-secret"
+
 LISTENERS = ("PLAINTEXT", "SASL_SSL")
 
 
@@ -359,6 +376,154 @@ def _row(label: str, base: list[tuple[float, float]], other: list[tuple[float, f
     )
 
 
+# --- hostile clients before authentication ----------------------------------------------------
+
+METADATA = {
+    "topics": [],
+    "allow_auto_topic_creation": False,
+    "include_cluster_authorized_operations": False,
+    "include_topic_authorized_operations": False,
+}
+
+
+class Bystander:
+    """An authenticated client asking Metadata back to back: its round trips (seconds)."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.rtts: list[float] = []
+        self.since: float | None = None  # when the request in flight was sent
+        self.stop = False
+
+    async def run(self) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, OSError):
+            while not self.stop:
+                self.since = time.perf_counter()
+                await self.conn.call(3, 12, METADATA)
+                self.rtts.append(time.perf_counter() - self.since)
+                self.since = None
+
+    def figures(self, first: int) -> str:
+        """median / p99 / max (ms) from round trip ``first`` on; one still waiting counts as
+        what it has waited so far (shown with >)."""
+        rtts = sorted(self.rtts[first:])
+        waiting = time.perf_counter() - self.since if self.since is not None else 0.0
+        if not rtts:
+            return f"none answered (> {waiting * 1e3:,.0f} waiting)"
+        worst = max(rtts[-1], waiting)
+        mark = ">" if waiting > rtts[-1] else ""
+        p99 = rtts[min(len(rtts) - 1, len(rtts) * 99 // 100)]
+        return f"{h.median(rtts) * 1e3:.1f} / {p99 * 1e3:.1f} / {mark}{worst * 1e3:,.1f}"
+
+
+def sasl_broker(
+    command: Callable[[int], list[str]], sasl_port: int, extra: list[str]
+) -> h.BrokerProcess:
+    """Started once its SASL_SSL listener accepts too (the PLAINTEXT one binds first)."""
+    broker = h.BrokerProcess("kgroupd", command=command, extra=extra).start()
+    deadline = time.perf_counter() + 15
+    while not h.try_connect(sasl_port):
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"the SASL_SSL listener never accepted; see {broker.log_path}")
+        time.sleep(0.01)
+    return broker
+
+
+async def abuse_scenario(
+    name: str,
+    args: argparse.Namespace,
+    certs: Certs,
+    users: Path,
+    attacker: ProcessPoolExecutor,
+) -> str:
+    sasl_port = h.free_port()
+    broker = sasl_broker(broker_command(certs, users, sasl_port), sasl_port, [])
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    by = Bystander(await Conn.open(Endpoint("SASL_SSL", sasl_port, context)))
+    rss = [broker.rss_mib()]
+    watching = True
+
+    async def watch_rss() -> None:
+        while watching:
+            with contextlib.suppress(OSError, RuntimeError):
+                rss.append(broker.rss_mib())
+            await asyncio.sleep(0.05)
+
+    tasks = [asyncio.create_task(by.run()), asyncio.create_task(watch_rss())]
+    await asyncio.sleep(0.5)  # warm
+    loop, cafile = asyncio.get_running_loop(), str(certs.ca)
+    first, outcome = len(by.rtts), ""
+    try:
+        if name == "idle":
+            await asyncio.sleep(args.guess_seconds)
+        elif name.endswith("token"):
+            size = 4 * 1024 * 1024 if name.startswith("4 MiB") else 50_000_000
+            run = partial(token_attack, sasl_port, cafile, size, args.token_cap)
+            took, done = await loop.run_in_executor(attacker, run)
+            outcome = f"closed after {took:.2f} s" if done else f"not done after {took:.0f} s"
+        else:
+            mechanism = "PLAIN" if "PLAIN" in name else MECHANISM
+            run = partial(guesses, sasl_port, cafile, mechanism, args.guess_seconds)
+            outcome = f"{await loop.run_in_executor(attacker, run):,.1f} guesses/s"
+        figures = by.figures(first)
+    finally:
+        watching, by.stop = False, True
+        broker.kill()  # a stalled broker would not stop in time
+        broker.cleanup_log()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return f"| {name} | {figures} | {outcome or '-'} | {max(rss):,.0f} |"
+
+
+def leak_case(certs: Certs, users: Path) -> str:
+    """Median answer time (ms) of a wrong PLAIN password, known user / unknown user, on a
+    broker without the failure delay (where it has the flag)."""
+    sasl_port = h.free_port()
+    command = broker_command(certs, users, sasl_port)
+    env, cwd = h.process_env("kgroupd")
+    usage = subprocess.run(
+        [*command(0), "--help"], capture_output=True, text=True, env=env, cwd=cwd
+    )
+    extra = ["--connection-failed-authentication-delay-ms", "0"]
+    extra = extra if extra[0] in usage.stdout else []  # a revision without it has no delay
+    broker = sasl_broker(command, sasl_port, extra)
+    try:
+        times: dict[str, list[float]] = {u: [] for u in (USER, "nobody")}
+        for _ in range(100):
+            for user in times:
+                times[user].append(guess(sasl_port, str(certs.ca), "PLAIN", user))
+    finally:
+        broker.stop()
+        broker.cleanup_log()
+    known, unknown = (h.median(times[u]) * 1e3 for u in (USER, "nobody"))
+    return (
+        f"wrong PLAIN password, answer time median (100 each): user who exists {known:.2f} ms, "
+        f"user who does not {unknown:.2f} ms"
+    )
+
+
+async def abuse_case(args: argparse.Namespace) -> list[str]:
+    certs = certificates()
+    users = h.CACHE.parent / "bench-certs" / "users.txt"
+    users.write_text(f"{USER}:{PASSWORD}\n")
+    lines = [
+        "| while | bystander Metadata round trip ms: median / p99 / max | attacker "
+        "| broker RSS peak MiB |",
+        "|---|---|---|---|",
+    ]
+    for name in (
+        "idle",
+        "4 MiB SCRAM token",
+        "50 MB SCRAM token",
+        "SCRAM-SHA-512 wrong passwords",
+        "PLAIN wrong passwords",
+    ):
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            lines.append(await abuse_scenario(name, args, certs, users, pool))
+        print(lines[-1], file=sys.stderr)
+    lines += ["", leak_case(certs, users)]
+    return lines
+
+
 async def main_async(args: argparse.Namespace) -> int:
     started = h.stamp()
     load0 = h.machine()
@@ -367,6 +532,8 @@ async def main_async(args: argparse.Namespace) -> int:
         tables.append(await tls_case(args))
     if args.only in ("all", "acl"):
         tables.append(await acl_case(args))
+    if args.only in ("all", "abuse"):
+        tables.append(await abuse_case(args))
     print(f"\n{started}, {load0}; `{h.command_line()}`, kgroupd {h.kgroupd_revision()}")
     for lines in tables:
         print()
@@ -382,7 +549,9 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=1500, help="produce requests per connection")
     ap.add_argument("--heartbeats", type=int, default=20000, help="heartbeats per connection")
     ap.add_argument("--commits", type=int, default=5000, help="commits per connection")
-    ap.add_argument("--only", choices=["all", "tls", "acl"], default="all")
+    ap.add_argument("--only", choices=["all", "tls", "acl", "abuse"], default="all")
+    ap.add_argument("--guess-seconds", type=float, default=5.0, help="abuse: per scenario")
+    ap.add_argument("--token-cap", type=float, default=60.0, help="abuse: give up on a token")
     ap.add_argument("--kgroupd-rev", metavar="REV", help="run kgroupd from this git revision")
     args = ap.parse_args()
     if args.kgroupd_rev:

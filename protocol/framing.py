@@ -54,6 +54,11 @@ class FrameDecoder:
         size prefix not yet whole."""
         return self._need if self._need >= 0 else len(self._buf)
 
+    def set_limit(self, max_frame_bytes: int) -> None:
+        """The largest frame accepted from the next size prefix on (a SASL connection's is
+        ``sasl.server.max.receive.size`` until it authenticates)."""
+        self._max = max_frame_bytes
+
     def feed(self, data: bytes) -> list[bytes]:
         """Complete frames so far. After a bad size prefix, ``error`` is set and the frames
         that came before it are still returned; nothing after it is.

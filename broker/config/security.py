@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kgroupd.broker.config.listeners import Listener
-from kgroupd.broker.config.types import non_negative, truth
+from kgroupd.broker.config.types import at_least_one, non_negative, truth
 from kgroupd.broker.security.sasl import MECHANISMS
 from kgroupd.broker.security.tls import CLIENT_AUTH
 
@@ -87,6 +87,22 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "(KIP-368; Kafka: connections.max.reauth.ms; 0: forever)",
     ),
     (
+        "--sasl-server-max-receive-size",
+        "sasl_server_max_receive_size",
+        at_least_one,
+        "the maximum receive size allowed before and during initial SASL authentication; a "
+        "larger frame fails the authentication and closes the connection (Kafka: "
+        "sasl.server.max.receive.size)",
+    ),
+    (
+        "--connection-failed-authentication-delay-ms",
+        "connection_failed_authentication_delay_ms",
+        non_negative,
+        "connection close delay on failed authentication: the time by which the answer and "
+        "the close are delayed on authentication failure; must be less than "
+        "--connections-max-idle-ms (Kafka: connection.failed.authentication.delay.ms)",
+    ),
+    (
         "--authorizer",
         "authorizer",
         _authorizer,
@@ -126,6 +142,12 @@ class SecuritySettings(Protocol):
     @property
     def data_dir(self) -> str | None: ...
 
+    @property
+    def connections_max_idle_ms(self) -> int: ...
+
+    @property
+    def connection_failed_authentication_delay_ms(self) -> int: ...
+
 
 def check(settings: SecuritySettings, listeners: Sequence[Listener]) -> str | None:
     """Why these listeners cannot be served with these settings, or None."""
@@ -134,6 +156,15 @@ def check(settings: SecuritySettings, listeners: Sequence[Listener]) -> str | No
         return "an SSL or SASL_SSL listener needs --ssl-certfile (and --ssl-keyfile)"
     if settings.ssl_client_auth != "none" and settings.ssl_cafile is None:
         return f"--ssl-client-auth {settings.ssl_client_auth} needs --ssl-cafile"
+    delay, idle = (
+        settings.connection_failed_authentication_delay_ms,
+        settings.connections_max_idle_ms,
+    )
+    if delay >= idle:  # as Kafka requires, so a delayed answer is not taken for idleness
+        return (
+            f"--connection-failed-authentication-delay-ms ({delay}) must be less than "
+            f"--connections-max-idle-ms ({idle})"
+        )
     if protocols & set(SASL_PROTOCOLS) and settings.sasl_users is None and not settings.data_dir:
         return (
             "a SASL listener needs users: --sasl-users FILE, or --data-dir with credentials "

@@ -69,6 +69,8 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     sasl_users: str | None = None
     connections_max_reauth_ms: int = 0  # Kafka: connections.max.reauth.ms (0: off)
+    sasl_server_max_receive_size: int = 524288  # Kafka: sasl.server.max.receive.size
+    connection_failed_authentication_delay_ms: int = 100  # Kafka: the same name
     authorizer: str | None = None  # "acl" (Kafka: authorizer.class.name)
     super_users: str | None = None  # Kafka: super.users
     allow_everyone_if_no_acl_found: bool = False

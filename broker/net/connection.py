@@ -28,6 +28,7 @@ from kgroupd.broker.config.security import SASL_PROTOCOLS
 from kgroupd.broker.handlers import HANDLERS
 from kgroupd.broker.handlers.api_versions import api_versions_body
 from kgroupd.broker.handlers.registry import Held, RequestContext
+from kgroupd.broker.net.failed_auth import FailedAuthDelay
 from kgroupd.broker.net.request_pool import FrameReader, RequestMemoryPool
 from kgroupd.broker.security.acls import Access
 from kgroupd.broker.security.rules import ACCESS
@@ -60,6 +61,9 @@ class ConnectionHost(Protocol):
 
     @property
     def pool(self) -> RequestMemoryPool: ...
+
+    @property
+    def failed_auth(self) -> FailedAuthDelay: ...
 
 
 log = structlog.get_logger("kgroupd.connection")
@@ -120,6 +124,8 @@ class KafkaConnection(asyncio.Protocol):
                 tuple(config.sasl_enabled_mechanisms.split(",")),
                 config.connections_max_reauth_ms,
             )
+            # frames before authentication: sasl.server.max.receive.size (_authenticated lifts it)
+            self.reader.decoder.set_limit(config.sasl_server_max_receive_size)
         self.protocol = protocol
         self.access: Access | None = None  # --authorizer acl: set once the principal is known
 
@@ -227,9 +233,7 @@ class KafkaConnection(asyncio.Protocol):
                 else:
                     out.append(result)
                 if self.sasl is not None and self.sasl.failed:
-                    # Kafka answers a failed exchange, then closes the connection
-                    self._write_out(out)
-                    self._close("SASL authentication failed", error=False)
+                    self._auth_failed(out)  # Kafka answers a failed exchange, then closes
                     return
                 continue
             if isinstance(result, Chunks):  # header plus buffers, written as they are
@@ -321,7 +325,12 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self.reader.decoder.error is not None:
             # Everything framed before the bad size prefix has been answered.
-            self._close(f"bad frame: {self.reader.decoder.error}")
+            if self.sasl is not None and self.sasl.principal is None:  # as Kafka: auth failed
+                reason = f"sasl.server.max.receive.size: {self.reader.decoder.error}"
+                self.log.warning("sasl_authentication_failed", reason=reason)
+                self._auth_failed([])
+            else:
+                self._close(f"bad frame: {self.reader.decoder.error}")
         elif self.close_when_done:
             self._close("broker shutting down", error=False)
 
@@ -455,13 +464,13 @@ class KafkaConnection(asyncio.Protocol):
             self.log.warning(
                 "sasl_authentication_failed", mechanism=sasl.mechanism, reason=answer.message
             )
-            sasl.failed = False  # nothing to answer: close without a reply
-            raise _Close("SASL authentication failed")
+            return b""  # nothing to answer: closes without a reply
         self._authenticated(sasl)
         return struct.pack(">i", len(answer.token)) + answer.token
 
     def _authenticated(self, sasl: SaslSession) -> None:
         if sasl.principal is not None and sasl.principal != self.principal:
+            self.reader.decoder.set_limit(self.broker.config.max_request_bytes)
             self._set_principal(sasl.principal)
             self.log = self.log.bind(principal=sasl.principal)
             self.log.info("sasl_authenticated", mechanism=sasl.mechanism)
@@ -488,6 +497,12 @@ class KafkaConnection(asyncio.Protocol):
         ):
             self._close("idle (connections.max.idle.ms)", error=False)
             self.log.info("connection_idle_closed")
+
+    def _auth_failed(self, out: list[bytes | memoryview]) -> None:
+        """Stop reading; the answers after --connection-failed-authentication-delay-ms, then
+        the close (kgroupd.broker.net.failed_auth): everyone else is served meanwhile."""
+        self.closing = True
+        self.server.failed_auth.close_later(self.transport, out)
 
     def _close(self, reason: str, error: bool = True) -> None:
         if self.closing:

@@ -28,6 +28,7 @@ from kgroupd.broker.log.producers import ProducerStateManager
 from kgroupd.broker.log.topics import TopicManager
 from kgroupd.broker.net.acceptor import BACKLOG, Acceptor
 from kgroupd.broker.net.connection import KafkaConnection
+from kgroupd.broker.net.failed_auth import FailedAuthDelay
 from kgroupd.broker.net.request_pool import RequestMemoryPool
 from kgroupd.broker.security.acls import Authorizer, open_authorizer
 from kgroupd.broker.security.credentials import SecuritySetupError, open_store
@@ -53,6 +54,8 @@ class KafkaServer:
         self._servers: list[asyncio.base_events.Server | Acceptor] = []
         # --queued-max-request-bytes, shared by every connection
         self.pool = RequestMemoryPool(config.queued_max_request_bytes, config.max_request_bytes)
+        # connection.failed.authentication.delay.ms, for every failed SASL connection
+        self.failed_auth = FailedAuthDelay(config.connection_failed_authentication_delay_ms)
         self.bound: list[tuple[Listener, int, tuple[str, int]]] = []
         self._housekeeping: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None

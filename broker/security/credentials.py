@@ -5,6 +5,13 @@ them too (the password salted and iterated again, its stored key compared).
 Users come from ``--sasl-users FILE`` (``USER:PASSWORD`` per line, ``#`` comments; applied at
 every start, winning over stored credentials) and from AlterUserScramCredentials, which
 persists them under ``--data-dir`` (``scram-credentials.json``, written atomically).
+
+A login as a user that does not exist costs and looks the same as a wrong password: PLAIN
+verifies the password against a dummy credential, and SCRAM answers the client-first message
+with a mock salt and iteration count (RFC 5802's advice, as PostgreSQL does), derived from the
+user name and a secret of this broker (kept under ``--data-dir`` in ``scram-mock-secret``, so
+the same at every attempt and across restarts), of the same form as real ones. A mock never
+verifies.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 FILE_NAME = "scram-credentials.json"
+SECRET_FILE = "scram-mock-secret"
+SECRET_BYTES = 32
+SALT_BYTES = 32  # the salts set_password makes (scramp's), so a mock one looks the same
 
 
 class SecuritySetupError(ValueError):
@@ -61,8 +71,10 @@ def from_salted_password(
 
 
 class CredentialStore:
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, secret: bytes | None = None) -> None:
         self.path = path  # None: in memory only
+        # what mock credentials of unknown users are derived from
+        self.secret = secret if secret is not None else os.urandom(SECRET_BYTES)
         self.users: dict[str, dict[str, ScramCredential]] = {}
         # users as --sasl-users gave them (applied at every start, so never written here)
         self.from_file: set[str] = set()
@@ -97,16 +109,32 @@ class CredentialStore:
     def scram(self, mechanism: str, user: str) -> ScramCredential | None:
         return self.users.get(user, {}).get(mechanism)
 
+    def scram_login(self, mechanism: str, user: str) -> tuple[ScramCredential, bool]:
+        """The credential a SCRAM login as ``user`` runs against, and whether it is real (an
+        unknown user's is a mock: see the module's docstring)."""
+        cred = self.scram(mechanism, user)
+        if cred is not None:
+            return cred, True
+        return self.mock(mechanism, user), False
+
+    def mock(self, mechanism: str, user: str) -> ScramCredential:
+        """The same for the same user at every attempt, unguessable without the secret."""
+        name = _HASHES[mechanism]
+        label = f"{mechanism}\0{user}".encode("utf-8", "surrogatepass")
+        salt = hmac.digest(self.secret, b"salt\0" + label, "sha256")[:SALT_BYTES]
+        stored = hmac.digest(self.secret, b"stored-key\0" + label, name)
+        server = hmac.digest(self.secret, b"server-key\0" + label, name)
+        return ScramCredential(salt, stored, server, DEFAULT_ITERATIONS)
+
     def check_plain(self, user: str, password: str) -> bool:
-        """The password against the user's SCRAM credential (the strongest there is)."""
+        """The password against the user's SCRAM credential (the strongest there is); an
+        unknown user's against a mock one, the same work, and always refused."""
         creds = self.users.get(user, {})
         for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
             cred = creds.get(mechanism)
             if cred is not None:
-                salted = hashlib.pbkdf2_hmac(
-                    _HASHES[mechanism], password.encode(), cred.salt, cred.iterations
-                )
-                return hmac.compare_digest(_keys(mechanism, salted)[0], cred.stored_key)
+                return verify_password(mechanism, cred, password)
+        verify_password("SCRAM-SHA-512", self.mock("SCRAM-SHA-512", user), password)
         return False
 
     # --- persistence ----------------------------------------------------------------------
@@ -140,14 +168,43 @@ class CredentialStore:
             for user, creds in sorted(self.users.items())
             if user not in self.from_file
         }
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, json.dumps(table, indent=1).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        _write_atomically(self.path, json.dumps(table, indent=1).encode())
+
+
+def verify_password(mechanism: str, cred: ScramCredential, password: str) -> bool:
+    """A password (PLAIN's) against a SCRAM credential: salted and iterated, its stored key
+    compared."""
+    name = _HASHES[mechanism]
+    salted = hashlib.pbkdf2_hmac(name, password.encode(), cred.salt, cred.iterations)
+    return hmac.compare_digest(_keys(mechanism, salted)[0], cred.stored_key)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Temp file (owner-only), fsync, rename."""
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def broker_secret(data_dir: str | None) -> bytes:
+    """The secret mock credentials come from: kept under ``data_dir`` (made at the first
+    start), else new at every start."""
+    if not data_dir:
+        return os.urandom(SECRET_BYTES)
+    path = Path(data_dir) / SECRET_FILE
+    try:
+        secret = path.read_bytes() if path.exists() else b""
+        if len(secret) != SECRET_BYTES:
+            secret = os.urandom(SECRET_BYTES)
+            _write_atomically(path, secret)
+    except OSError as exc:
+        raise SecuritySetupError(f"{path}: {exc.strerror or exc}") from None
+    return secret
 
 
 def read_users_file(path: str) -> list[tuple[str, str]]:
@@ -174,7 +231,9 @@ def read_users_file(path: str) -> list[tuple[str, str]]:
 
 def open_store(data_dir: str | None, users_file: str | None) -> CredentialStore:
     """The credentials stored under ``data_dir``, then the users file's over them."""
-    store = CredentialStore(Path(data_dir) / FILE_NAME if data_dir else None)
+    store = CredentialStore(
+        Path(data_dir) / FILE_NAME if data_dir else None, broker_secret(data_dir)
+    )
     try:
         store.load()
     except (OSError, ValueError, KeyError) as exc:

@@ -9,7 +9,15 @@ closes. With ``--connections-max-reauth-ms`` (KIP-368) the session lasts that lo
 client re-authenticates on the same connection (same principal) before it ends, and a
 request after it ends closes the connection.
 
-Mechanisms: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, through ``scramp``)."""
+Mechanisms: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, through ``scramp``).
+
+Before authentication, cheap bounds come before any work: the connection refuses a frame
+over ``--sasl-server-max-receive-size`` (Kafka's ``sasl.server.max.receive.size``) by its size
+prefix, and here a token's fields are measured before anything is done with them (scramp's
+SASLprep of a SCRAM user name costs about 3 s per MB). A failed exchange is answered after
+Kafka's ``connection.failed.authentication.delay.ms`` (``kgroupd.broker.net.failed_auth``). An
+unknown user fails as a wrong password does, at the same cost and, with SCRAM, after a
+server-first message of the same form (``kgroupd.broker.security.credentials``)."""
 
 from __future__ import annotations
 
@@ -27,6 +35,10 @@ SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 SASL_APIS = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Field bounds checked before any work (RFC 4616 asks for up to 255 bytes of each PLAIN field;
+# Kafka's own bound is only sasl.server.max.receive.size)
+MAX_FIELD_BYTES = 1024  # PLAIN's authzid, user and password; a SCRAM user name (escaped)
+MAX_SCRAM_MESSAGE_BYTES = 4096  # a SCRAM message: real ones are 100-200 bytes
 
 
 class AuthenticationFailed(Exception):
@@ -40,9 +52,13 @@ class _Plain:
         self.store = store
 
     def step(self, token: bytes) -> tuple[bytes, str | None]:
+        if len(token) > 3 * MAX_FIELD_BYTES + 2:
+            raise AuthenticationFailed(_PLAIN_TOO_LONG)
         parts = token.split(b"\0")
         if len(parts) != 3:
             raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
+        if max(map(len, parts)) > MAX_FIELD_BYTES:
+            raise AuthenticationFailed(_PLAIN_TOO_LONG)
         authz, user, password = (p.decode("utf-8", "replace") for p in parts)
         if not user or not password:
             raise AuthenticationFailed("Authentication failed: username or password is empty")
@@ -56,21 +72,28 @@ class _Plain:
         return b"", user
 
 
-def _saslname(name: str) -> str:
-    """RFC 5802's escaping of ``,`` and ``=`` in user names, undone."""
-    return name.replace("=2C", ",").replace("=3D", "=")
+_PLAIN_TOO_LONG = f"Invalid SASL/PLAIN response: a field is longer than {MAX_FIELD_BYTES} bytes"
+
+
+def _names_too_long(client_first: bytes) -> bool:
+    """A SCRAM client-first message's authzid (``a=``) or user name (``n=``) is over the
+    bound: checked on the raw bytes, before scramp normalizes them."""
+    return any(
+        len(part) > MAX_FIELD_BYTES + 2
+        for part in client_first.split(b",", 3)[:3]
+        if part[:2] in (b"a=", b"n=")
+    )
 
 
 class _Scram:
     def __init__(self, store: CredentialStore, mechanism: str) -> None:
         self.mechanism = mechanism
         self.user: str | None = None
+        self.known = False  # whether the user exists (else the exchange runs on a mock)
 
         def auth_info(user: str) -> tuple[bytes, bytes, bytes, int]:
-            self.user = _saslname(user)
-            cred = store.scram(mechanism, self.user)
-            if cred is None:
-                raise scramp.ScramException("unknown user")
+            self.user = user  # scramp has undone the =2C / =3D escaping (and SASLprep'd it)
+            cred, self.known = store.scram_login(mechanism, user)
             return cred.auth_info()
 
         self.server = scramp.ScramMechanism(mechanism).make_server(auth_info)
@@ -78,12 +101,17 @@ class _Scram:
 
     def step(self, token: bytes) -> tuple[bytes, str | None]:
         try:
-            text = token.decode("utf-8")
+            if len(token) > MAX_SCRAM_MESSAGE_BYTES:
+                raise ValueError("SCRAM message too long")
             if self.first:
                 self.first = False
-                self.server.set_client_first(text)
+                if _names_too_long(token):
+                    raise ValueError("SCRAM user name too long")
+                self.server.set_client_first(token.decode("utf-8"))
                 return self.server.get_server_first().encode(), None
-            self.server.set_client_final(text)
+            self.server.set_client_final(token.decode("utf-8"))
+            if not self.known:  # a mock never verifies (nor could a proof match it)
+                raise ValueError("unknown user")
             return self.server.get_server_final().encode(), self.user
         except (scramp.ScramException, UnicodeDecodeError, ValueError, KeyError):
             raise AuthenticationFailed(

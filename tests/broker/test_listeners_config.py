@@ -66,6 +66,15 @@ def test_named_listeners_with_advertised_addresses_and_a_map() -> None:
         (["--listeners", "SSL://:9093"], "needs --ssl-certfile"),
         (["--listeners", "SASL_PLAINTEXT://:9093"], "a SASL listener needs users"),
         (["--ssl-client-auth", "required"], "needs --ssl-cafile"),
+        (
+            [
+                "--connection-failed-authentication-delay-ms",
+                "1000",
+                "--connections-max-idle-ms",
+                "1000",
+            ],
+            r"must be less than --connections-max-idle-ms \(1000\)",
+        ),
         (["--listeners", "localhost:9092"], "is not NAME://HOST:PORT"),
         (["--listeners", "PLAINTEXT://h:99999"], "between 0 and 65535"),
         (["--listeners", "PLAINTEXT://:9092", "--port", "9093"], "give one form or the other"),
@@ -91,3 +100,25 @@ def test_an_unknown_sasl_mechanism_is_a_usage_error(capsys: pytest.CaptureFixtur
         load_config(["--sasl-enabled-mechanisms", "PLAIN,GSSAPI"])
     assert exc.value.code == 2
     assert "the mechanisms kgroupd offers are PLAIN" in capsys.readouterr().err
+
+
+def test_the_sasl_abuse_bounds_have_kafkas_defaults_flags_and_variables() -> None:
+    config = load_config([])
+    assert config.sasl_server_max_receive_size == 524288
+    assert config.connection_failed_authentication_delay_ms == 100
+    env = {
+        "KGROUPD_SASL_SERVER_MAX_RECEIVE_SIZE": "65536",
+        "KGROUPD_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS": "0",
+    }
+    config = load_config([], env)
+    assert config.sasl_server_max_receive_size == 65536
+    assert config.connection_failed_authentication_delay_ms == 0
+    flags = [
+        "--sasl-server-max-receive-size",
+        "4096",
+        "--connection-failed-authentication-delay-ms",
+        "250",
+    ]
+    config = load_config(flags, env)
+    assert config.sasl_server_max_receive_size == 4096
+    assert config.connection_failed_authentication_delay_ms == 250

@@ -78,6 +78,14 @@ async def server(users_file: Path) -> AsyncIterator[KafkaServer]:
         yield srv
 
 
+@pytest_asyncio.fixture
+async def closes_at_once(users_file: Path) -> AsyncIterator[KafkaServer]:
+    """A failed authentication closes without Kafka's delay (for tests that fail many)."""
+    overrides = settings(users_file, connection_failed_authentication_delay_ms=0)
+    async with running_server(**overrides) as srv:
+        yield srv
+
+
 def port_of(server: KafkaServer, name: str) -> int:
     return next(p for listener, p, _ in server.bound if listener.name == name)
 
@@ -172,7 +180,10 @@ async def test_an_unknown_user_fails_scram_like_a_wrong_password(server: KafkaSe
     async with await WireClient.connect(port_of(server, "SASL_PLAINTEXT")) as wire:
         assert (await handshake(wire, "SCRAM-SHA-512"))["error_code"] == 0
         client = scramp.ScramClient(["SCRAM-SHA-512"], "mallory", "x")
-        answer = await authenticate(wire, client.get_client_first().encode())
+        first = await authenticate(wire, client.get_client_first().encode())
+        assert first["error_code"] == 0  # a server-first, as for a user who exists
+        client.set_server_first(first["auth_bytes"].decode())
+        answer = await authenticate(wire, client.get_client_final().encode())
         assert answer["error_code"] == SASL_AUTHENTICATION_FAILED
         assert "SCRAM-SHA-512" in answer["error_message"]
         assert await closed(wire)
@@ -329,10 +340,10 @@ async def test_stored_users_survive_a_restart_and_the_users_file_wins(
 
 
 async def test_garbage_in_the_sasl_exchange_never_authenticates(
-    server: KafkaServer, caplog: pytest.LogCaptureFixture
+    closes_at_once: KafkaServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     rng = random.Random(15)
-    port = port_of(server, "SASL_PLAINTEXT")
+    port = port_of(closes_at_once, "SASL_PLAINTEXT")
     for i in range(120):
         mechanism = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")[i % 3]
         token = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))
