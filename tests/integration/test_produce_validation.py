@@ -1,7 +1,9 @@
 """Produce validates batches as Kafka's LogValidator does: a batch whose CRC-32C is right but
 whose records lie (a record's length, the record count, the offset deltas, a compressed body
 that does not decompress) is refused with Kafka's code and nothing of it is stored, so a
-consumer of the partition reads every good record before and after it.
+consumer of the partition reads every good record before and after it. A bad batch stored
+anyway (by an older version, in a data dir) makes ListOffsets by timestamp answer an error
+code for that partition, not an internal error.
 
 Batches are built with aiokafka's builder and broken byte by byte over raw Produce frames
 (tests/support/kafka_wire.py), their CRC made right again; the bystander is aiokafka's
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -21,8 +24,9 @@ from crc32c import crc32c
 from kgroupd.broker.log import codecs
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.net.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from kgroupd.protocol.errors import ErrorCode
-from kgroupd.protocol.records import HEADER_SIZE, zigzag
+from kgroupd.protocol.records import HEADER_SIZE, parse_header, zigzag
 from kgroupd.protocol.records import build_batch as offsets_batch
 from tests.support.kafka_wire import (
     WireClient,
@@ -257,3 +261,51 @@ async def test_keyless_records_in_a_compacted_topic_get_kafkas_record_errors(
         f"), RecordError(batchIndex=3, message='{message}')]"
     )
     assert await latest(wire, "compacted") == 0
+
+
+# A bad batch stored anyway ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["memory", "data-dir"])
+async def test_a_stored_batch_that_lies_makes_list_offsets_answer_corrupt_message(
+    tmp_path: Path, where: str
+) -> None:
+    settings = {"data_dir": str(tmp_path)} if where == "data-dir" else {}
+    async with (
+        running_server(log_level="critical", **settings) as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        await create_topic(wire, "stored", 2)
+        t0 = now_ms() - 10_000
+        first = build_batch([(b"a", b"1", [], t0)])
+        assert (await produce(wire, "stored", first))["error_code"] == 0
+        # as an older version would have stored it: the records lie, the CRC is right
+        log = server.broker.topics.partition("stored", 0)
+        assert log is not None
+        bad = bytearray(build_batch([(b"b", b"2", [], t0 + 1000)] * 2))
+        bad[HEADER_SIZE] = ((bad[HEADER_SIZE] >> 1) + 5) << 1  # the first record's length
+        stored = header_set(crc_right(bad), base_offset=log.high_watermark)
+        log.append(stored, parse_header(stored), t0)
+        later = build_batch([(b"c", b"3", [], t0 + 2000)])
+        assert (await produce(wire, "stored", later))["error_code"] == 0
+
+        async def lookup(timestamp: int) -> list[dict]:
+            body = list_offsets_request("stored", [0, 1], timestamp)
+            resp = await wire.request(LIST_OFFSETS, 5, body)
+            return [dict(p) for p in resp["topics"][0]["partitions"]]
+
+        before, other = await lookup(t0)
+        assert (before["error_code"], before["offset"]) == (0, 0)  # the first batch
+        assert other["error_code"] == 0
+        bad_part, other = await lookup(t0 + 500)  # the bad batch is the first to reach it
+        assert bad_part["error_code"] == CORRUPT, bad_part
+        assert (bad_part["offset"], bad_part["timestamp"]) == (-1, -1)
+        assert (other["error_code"], other["offset"]) == (0, -1)  # the other partition
+        newest, _ = await lookup(-3)  # MAX_TIMESTAMP
+        if where == "memory":  # every batch is read, the bad one too
+            assert newest["error_code"] == CORRUPT, newest
+        else:  # only the batch with the segment's largest timestamp
+            assert (newest["error_code"], newest["offset"]) == (0, 3), newest
+        for latest_or_earliest in (-1, -2):
+            part, _ = await lookup(latest_or_earliest)
+            assert part["error_code"] == 0
