@@ -276,6 +276,7 @@ def check_records(
     inline, one or two bytes (nearly all of them) without a call; each is kept in its zigzag
     form (``b >> 1`` a length when ``b`` is even, odd for a null).
     """
+    expect = 0  # the next record's offset delta, zigzag-encoded
     try:
         for index in range(count):
             b = data[pos]  # the record's length
@@ -287,17 +288,11 @@ def check_records(
             else:
                 b, pos = _raw_varint(data, pos)
             stop = pos + (b >> 1)
-            if b & 1 or not b or stop > end:
-                raise InvalidRecords(
-                    f"Invalid record size: record {index} claims {_unzig(b)} bytes, "
-                    f"the batch has {end - pos} left"
-                )
-            if data[pos] >= 0x80:  # the attributes: unused, 0 from every producer
-                raise InvalidRecords(
-                    f"Record {index} has attributes {data[pos]:#04x}: aiokafka's consumer "
-                    "reads a byte with the high bit set as the start of a varint"
-                )
-            # then the timestamp delta (a varlong, its value unused)
+            # then its attributes: unused, 0 from every producer (aiokafka's consumer reads a
+            # byte with the high bit set as the start of a varint)
+            if b & 1 or not b or stop > end or data[pos] >= 0x80:
+                raise _bad_start(data, pos, end, b, index)
+            # the timestamp delta (a varlong, its value unused)
             at = pos + 2 if data[pos + 1] < 0x80 else _varint(data, pos + 1, 10)[1]
             b = data[at]  # the offset delta
             if b < 0x80:
@@ -307,11 +302,12 @@ def check_records(
                 at += 2
             else:
                 b, at = _raw_varint(data, at)
-            if b != index << 1:
+            if b != expect:
                 raise InvalidRecords(
                     f"Record {index} has offset delta {_unzig(b)}: the offset deltas of a "
                     "batch must be 0, 1, 2, ..."
                 )
+            expect += 2
             b = data[at]  # the key's length (-1: null)
             if b < 0x80:
                 at += 1
@@ -334,20 +330,32 @@ def check_records(
                 b, at = _raw_varint(data, at)
             if not b & 1:
                 at += b >> 1
-            if data[at]:  # headers (most records have none)
+            # the headers: most records have none (a count of 0, the record's last byte)
+            if at + 1 != stop or data[at]:
                 at = _headers(data, at, stop)
-            else:
-                at += 1
-            if at != stop:
-                raise InvalidRecords(
-                    f"Invalid record size: expected to read {stop - pos} bytes in record "
-                    f"payload, but instead read {at - pos}"
-                )
+                if at != stop:
+                    raise InvalidRecords(
+                        f"Invalid record size: expected to read {stop - pos} bytes in record "
+                        f"payload, but instead read {at - pos}"
+                    )
             pos = stop
     except IndexError:
         raise InvalidRecords("Incorrect declared batch size, premature EOF reached") from None
     if pos != end:
         raise InvalidRecords("Incorrect declared batch size, records still remaining in file")
+
+
+def _bad_start(data: bytes | bytearray, pos: int, end: int, b: int, index: int) -> InvalidRecords:
+    """Why a record's length (zigzag ``b``, its body from ``pos``) or attributes are refused."""
+    if b & 1 or not b or pos + (b >> 1) > end:
+        return InvalidRecords(
+            f"Invalid record size: record {index} claims {_unzig(b)} bytes, the batch has "
+            f"{end - pos} left"
+        )
+    return InvalidRecords(
+        f"Record {index} has attributes {data[pos]:#04x}: aiokafka's consumer reads a byte "
+        "with the high bit set as the start of a varint"
+    )
 
 
 def _unzig(b: int) -> int:
