@@ -6,12 +6,14 @@ sockets against a broker subprocess.
 Round after round until ``--seconds`` pass, every API/version of the handler registry gets
 ``--examples`` hypothesis-generated requests (nulls and extreme values included) and as many
 mutated valid frames (bytes flipped, cut, appended), sent by ``--connections`` concurrent
-clients. A connection the broker closes (its answer to a malformed frame) is opened again;
-one that stays silent for 0.3 s (a JoinGroup waiting for its group, a long poll) is dropped.
-Fails (exit 1) on any answer carrying UNKNOWN_SERVER_ERROR, any error line or traceback in
-the broker's log, the broker exiting, or a bystander producer and consumer group that no
-longer work. Prints a Markdown table: frames, answers, closes, internal errors, requests/s,
-RSS before and after.
+clients; Produce also gets as many valid record batches with bytes flipped, cut or appended
+(their CRC made right), and what the log took of them a consumer reads to the end. A
+connection the broker closes (its answer to a malformed frame) is opened again; one that
+stays silent for 0.3 s (a JoinGroup waiting for its group, a long poll) is dropped. Fails
+(exit 1) on any answer carrying UNKNOWN_SERVER_ERROR, any error line or traceback in the
+broker's log, the broker exiting, a bystander producer and consumer group that no longer
+work, or a batch the log took that the consumer cannot read. Prints a Markdown table:
+frames, answers, closes, internal errors, requests/s, RSS before and after.
 """
 
 from __future__ import annotations
@@ -35,11 +37,16 @@ from hypothesis import HealthCheck, given, settings
 from bench._harness import BrokerProcess, create_topic, machine, stamp
 from kgroupd.protocol.messages import lookup
 from tests.support.fuzz import (
+    BATCH_MUTATIONS,
     MUTATIONS,
+    RECORDS_TOPIC,
+    BatchMutation,
     cases,
     check_answers,
     default_frame,
     mutate,
+    mutated_batch,
+    produce_frame,
     struct_strategy,
 )
 from tests.support.kafka_wire import encode_request
@@ -69,8 +76,15 @@ def frames_for(api_key: int, version: int, examples: int) -> list[bytes]:
     def mutated(how: tuple[list[tuple[int, int]], int, bytes]) -> None:
         out.append(mutate(base, header, *how))
 
+    @settings(max_examples=examples, **quiet)  # type: ignore[arg-type]
+    @given(BATCH_MUTATIONS)
+    def batches(how: BatchMutation) -> None:
+        out.append(produce_frame(version, mutated_batch(how)))
+
     generated()
     mutated()
+    if api_key == 0 and version >= 3:  # Produce: record batches that lie, CRC right
+        batches()
     return out
 
 
@@ -113,6 +127,8 @@ async def client(port: int, work: asyncio.Queue[tuple[int, int, bytes]], stats: 
 
 
 async def bystander(port: int) -> None:
+    """A producer and a consumer group still work, and what the log took of the mutated
+    batches a consumer reads to the end."""
     bootstrap = f"127.0.0.1:{port}"
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
@@ -128,6 +144,17 @@ async def bystander(port: int) -> None:
         record = await asyncio.wait_for(consumer.getone(), 30)
         assert record.value == b"still here"
         await consumer.commit()
+    finally:
+        await consumer.stop()
+    consumer = AIOKafkaConsumer(
+        RECORDS_TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        (part,) = consumer.assignment()
+        end = (await consumer.end_offsets([part]))[part]
+        while await consumer.position(part) < end:
+            await asyncio.wait_for(consumer.getmany(part, timeout_ms=1000), 30)
     finally:
         await consumer.stop()
 
@@ -178,7 +205,7 @@ def main() -> int:
     )
     broker.start()
     try:
-        for name, partitions in (("t", 2), ("fuzz", 1), ("bystander", 1)):
+        for name, partitions in (("t", 2), ("fuzz", 1), ("bystander", 1), (RECORDS_TOPIC, 1)):
             create_topic(broker.port, name, partitions)
         rss_before = broker.rss_mib()
         stats, elapsed = asyncio.run(

@@ -32,6 +32,11 @@ class CorruptBatch(InvalidBatch):
     """The stored CRC-32C does not match the batch."""
 
 
+class InvalidRecords(InvalidBatch):
+    """The batch's records are not what its header says, or not well formed (Kafka's
+    InvalidRecordException: INVALID_RECORD)."""
+
+
 @dataclass(slots=True)
 class BatchHeader:
     base_offset: int
@@ -65,7 +70,8 @@ def parse_header(data: bytes | memoryview, pos: int = 0) -> BatchHeader:
 
 
 def split_batches(data: bytes) -> list[tuple[int, BatchHeader]]:
-    """(position, header) of every batch in a record set, validating sizes and magic."""
+    """(position, header) of every batch in a record set, validating sizes and magic (the
+    counts and records are ``check_records``'s)."""
     out: list[tuple[int, BatchHeader]] = []
     pos = 0
     end = len(data)
@@ -75,8 +81,6 @@ def split_batches(data: bytes) -> list[tuple[int, BatchHeader]]:
             raise InvalidBatch(f"record batch magic {header.magic} is not supported (need 2)")
         if header.length < HEADER_SIZE or pos + header.length > end:
             raise InvalidBatch("record batch length does not match the record set")
-        if header.record_count < 0 or header.last_offset_delta < 0:
-            raise InvalidBatch("negative record count or offset delta")
         out.append((pos, header))
         pos += header.length
     return out
@@ -236,3 +240,144 @@ def build_batch(records: list[tuple[int, bytes, bytes | None, int]]) -> bytes:
     batch += body
     _CRC.pack_into(batch, 17, crc32c(memoryview(batch)[21:]))
     return bytes(batch)
+
+
+def _varint(data: bytes | bytearray, pos: int, most: int = 5) -> tuple[int, int]:
+    """The zigzag varint at ``pos`` as Kafka's ByteUtils reads it: at most 5 bytes (a varlong:
+    10), and refused where Java would drop bits of it (a value past 32 / 64 bits)."""
+    value = shift = 0
+    for at in range(pos, pos + most):
+        b = data[at]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            if value >> (32 if most == 5 else 64):
+                raise InvalidRecords(f"varint at {pos} is out of range")
+            return (value >> 1) ^ -(value & 1), at + 1
+        shift += 7
+    raise InvalidRecords(f"varint at {pos} is longer than {most} bytes")
+
+
+def _raw_varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
+    """``_varint`` still zigzag-encoded (a negative value is odd): the walk's slow path."""
+    value, pos = _varint(data, pos)
+    return (value << 1 if value >= 0 else (-value << 1) - 1), pos
+
+
+def check_records(
+    data: bytes | bytearray, pos: int, end: int, count: int, keyless: list[int] | None = None
+) -> None:
+    """The ``count`` records of a batch (uncompressed: ``data[pos:end]``, its body after the
+    header, or a compressed batch's body decompressed) are well formed, as Kafka's
+    DefaultRecord.readFrom reads them: each record's fields fill exactly the length it
+    declares, the records fill exactly the body, and record i has offset delta i. Raises
+    ``InvalidRecords``. ``keyless`` collects the indexes of the records without a key.
+
+    Nothing is built: the produce path runs this on every batch, so the varints are read
+    inline, one or two bytes (nearly all of them) without a call; each is kept in its zigzag
+    form (``b >> 1`` a length when ``b`` is even, odd for a null).
+    """
+    expect = 0  # the next record's offset delta, zigzag-encoded
+    try:
+        for index in range(count):
+            b = data[pos]  # the record's length
+            if b < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                b, pos = _raw_varint(data, pos)
+            stop = pos + (b >> 1)
+            # then its attributes: unused, 0 from every producer (aiokafka's consumer reads a
+            # byte with the high bit set as the start of a varint)
+            if b & 1 or not b or stop > end or data[pos] >= 0x80:
+                raise _bad_start(data, pos, end, b, index)
+            # the timestamp delta (a varlong, its value unused)
+            at = pos + 2 if data[pos + 1] < 0x80 else _varint(data, pos + 1, 10)[1]
+            b = data[at]  # the offset delta
+            if b < 0x80:
+                at += 1
+            elif data[at + 1] < 0x80:
+                b = (b & 0x7F) | (data[at + 1] << 7)
+                at += 2
+            else:
+                b, at = _raw_varint(data, at)
+            if b != expect:
+                raise InvalidRecords(
+                    f"Record {index} has offset delta {_unzig(b)}: the offset deltas of a "
+                    "batch must be 0, 1, 2, ..."
+                )
+            expect += 2
+            b = data[at]  # the key's length (-1: null)
+            if b < 0x80:
+                at += 1
+            elif data[at + 1] < 0x80:
+                b = (b & 0x7F) | (data[at + 1] << 7)
+                at += 2
+            else:
+                b, at = _raw_varint(data, at)
+            if not b & 1:
+                at += b >> 1
+            elif keyless is not None:
+                keyless.append(index)
+            b = data[at]  # the value's length (-1: null)
+            if b < 0x80:
+                at += 1
+            elif data[at + 1] < 0x80:
+                b = (b & 0x7F) | (data[at + 1] << 7)
+                at += 2
+            else:
+                b, at = _raw_varint(data, at)
+            if not b & 1:
+                at += b >> 1
+            # the headers: most records have none (a count of 0, the record's last byte)
+            if at + 1 != stop or data[at]:
+                at = _headers(data, at, stop)
+                if at != stop:
+                    raise InvalidRecords(
+                        f"Invalid record size: expected to read {stop - pos} bytes in record "
+                        f"payload, but instead read {at - pos}"
+                    )
+            pos = stop
+    except IndexError:
+        raise InvalidRecords("Incorrect declared batch size, premature EOF reached") from None
+    if pos != end:
+        raise InvalidRecords("Incorrect declared batch size, records still remaining in file")
+
+
+def _bad_start(data: bytes | bytearray, pos: int, end: int, b: int, index: int) -> InvalidRecords:
+    """Why a record's length (zigzag ``b``, its body from ``pos``) or attributes are refused."""
+    if b & 1 or not b or pos + (b >> 1) > end:
+        return InvalidRecords(
+            f"Invalid record size: record {index} claims {_unzig(b)} bytes, the batch has "
+            f"{end - pos} left"
+        )
+    return InvalidRecords(
+        f"Record {index} has attributes {data[pos]:#04x}: aiokafka's consumer reads a byte "
+        "with the high bit set as the start of a varint"
+    )
+
+
+def _unzig(b: int) -> int:
+    return (b >> 1) ^ -(b & 1)
+
+
+def _headers(data: bytes | bytearray, at: int, stop: int) -> int:
+    """Past a record's headers (a count, then each key, never null, UTF-8, and value)."""
+    count, at = _varint(data, at)
+    if count < 0:
+        raise InvalidRecords(f"Found invalid number of record headers {count}")
+    for _ in range(count):
+        size, at = _varint(data, at)
+        if size < 0:
+            raise InvalidRecords(f"Invalid negative header key size {size}")
+        try:  # a String: Python's consumers decode it
+            str(data[at : at + size], "utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRecords("a record header's key is not UTF-8") from None
+        size, at = _varint(data, at + size)
+        if size > 0:
+            at += size
+        if at > stop:
+            break  # the caller's size check says so
+    return at

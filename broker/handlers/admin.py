@@ -13,7 +13,9 @@ from __future__ import annotations
 import uuid
 
 from kgroupd.broker.handlers.group_configs import describe_group
+from kgroupd.broker.handlers.metadata import TRANSACTION_STATE
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC
 from kgroupd.broker.log.topics import TOPIC_CONFIGS, TopicError
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import (
@@ -48,6 +50,27 @@ def partition_limit_error(ctx: RequestContext, requested: int) -> TopicError | N
             f"limit of {limit} (--max-partitions).",
         )
     return None
+
+
+# Kafka's internal topics (Topic.INTERNAL_TOPICS) and its KRaft metadata log. kgroupd serves
+# the first two from its own state (the group and transaction coordinators): never as a topic a
+# client creates, which would sit beside them under the same name.
+INTERNAL_TOPICS = frozenset(
+    {OFFSETS_TOPIC, TRANSACTION_STATE, "__share_group_state", "__cluster_metadata"}
+)
+
+
+def internal_topic_error(ctx: RequestContext, name: str) -> TopicError | None:
+    """CreateTopics of an internal topic's name: TOPIC_ALREADY_EXISTS once the broker has it
+    (as Kafka answers), else INVALID_REQUEST (Kafka's answer for ``__cluster_metadata``; Kafka
+    would create the others as its internal topics, which kgroupd makes only itself)."""
+    if name not in INTERNAL_TOPICS:
+        return None
+    broker = ctx.broker
+    if name in broker.topics.internal or (name == TRANSACTION_STATE and broker.transactions.used):
+        return TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    message = f"Creation of internal topic {name} is prohibited."
+    return TopicError(ErrorCode.INVALID_REQUEST, message)
 
 
 @handler(19)
@@ -93,6 +116,9 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                     f"Create topics request from client `{ctx.client_id}` contains multiple "
                     f"entries for the following topics: {name}",
                 )
+            internal = internal_topic_error(ctx, name)
+            if internal is not None:
+                raise internal
             if assignment:
                 if partitions != -1 or replication != -1:
                     raise TopicError(

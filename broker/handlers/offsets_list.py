@@ -8,17 +8,26 @@ log start offset and -1); v10 a timeout; v11 -6, the earliest offset pending upl
 storage (none here: -1). -2 is the earliest offset, -1 the latest (the offset after the last
 record of the last batch); any other timestamp finds the first record whose own timestamp is
 at least it.
+
+A lookup that must read the records of a batch it cannot (one stored by an older version
+that took batches whose records lie, or damaged on disk) answers that partition
+CORRUPT_MESSAGE, as Kafka answers the exception its record iterator throws.
 """
 
 from __future__ import annotations
 
-from aiokafka.record.default_records import DefaultRecordBatch
-
 from kgroupd.broker.handlers.fetch import LEADER_EPOCH, check_leader_epoch
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
-from kgroupd.broker.log.partition import PartitionLog
+from kgroupd.broker.log.compaction import EXPANDED_LIMIT, expand, records
+from kgroupd.broker.log.partition import PartitionLog, StoredBatch
 from kgroupd.broker.security.rules import TOPIC_DESCRIBE
 from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.records import (
+    COMPRESSION_MASK,
+    TIMESTAMP_TYPE_BIT,
+    InvalidBatch,
+    parse_header,
+)
 
 EARLIEST = -2
 LATEST = -1
@@ -58,12 +67,11 @@ def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
         stored = log.batch_at_timestamp(timestamp, start)
         if stored is None:
             return -1, -1
-        batch = DefaultRecordBatch(bytearray(stored.data))
-        if batch.timestamp_type == 1:  # LogAppendTime: every record carries the batch time
+        if _log_append_time(stored):  # every record carries the batch time
             return max(stored.base_offset, start), stored.max_timestamp
-        for record in batch:
-            if record.timestamp >= timestamp and record.offset >= start:
-                return record.offset, record.timestamp
+        for offset, ts in record_times(stored):
+            if ts >= timestamp and offset >= start:
+                return offset, ts
         # its records that reach the target are all below the log start
         start = stored.last_offset + 1
 
@@ -75,14 +83,40 @@ def max_timestamp_offset(log: PartitionLog) -> tuple[int, int]:
     for stored in log.max_timestamp_batches():
         if stored.max_timestamp <= best[1] and best[0] >= 0:
             continue
-        batch = DefaultRecordBatch(bytearray(stored.data))
-        for record in batch:
-            if record.offset < log.log_start_offset:
+        append_time = _log_append_time(stored)
+        for offset, ts in record_times(stored):
+            if offset < log.log_start_offset:
                 continue
-            ts = stored.max_timestamp if batch.timestamp_type == 1 else record.timestamp
+            if append_time:
+                ts = stored.max_timestamp
             if ts > best[1] or best[0] < 0:
-                best = (record.offset, ts)
+                best = (offset, ts)
     return best
+
+
+class UnreadableBatch(Exception):
+    """A stored batch whose records cannot be read (CORRUPT_MESSAGE)."""
+
+
+def _log_append_time(stored: StoredBatch) -> bool:
+    return bool(stored.data[22] & TIMESTAMP_TYPE_BIT)  # the attributes' low byte
+
+
+def record_times(stored: StoredBatch) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of a stored batch (a compressed one decompressed,
+    within the cleaner's bound); ``UnreadableBatch`` if they cannot be read."""
+    try:
+        header = parse_header(stored.data)
+        if header.attributes & COMPRESSION_MASK:
+            found = expand(stored.data, header, EXPANDED_LIMIT)[1]
+        else:
+            found = records(stored.data)
+    except InvalidBatch as exc:
+        raise UnreadableBatch(
+            f"the batch at offset {stored.base_offset} cannot be read: {exc}"
+        ) from None
+    base, base_ts = header.base_offset, header.base_timestamp
+    return [(base + r[2], base_ts + r[1]) for r in found]
 
 
 @handler(2)
@@ -105,7 +139,16 @@ def handle_list_offsets(ctx: RequestContext, req: Fields) -> Fields:
             else:
                 code = check_leader_epoch(p["current_leader_epoch"])
                 if code == ErrorCode.NONE:
-                    offset, ts = lookup_offset(log, p["timestamp"], committed)
+                    try:
+                        offset, ts = lookup_offset(log, p["timestamp"], committed)
+                    except UnreadableBatch as exc:
+                        code = ErrorCode.CORRUPT_MESSAGE
+                        ctx.log.warning(
+                            "list_offsets_unreadable_batch",
+                            topic=name,
+                            partition=index,
+                            error=str(exc),
+                        )
             parts.append(
                 {
                     "partition_index": index,

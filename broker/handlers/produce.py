@@ -11,8 +11,10 @@ producer's ongoing transaction: Produce v12+ under ``transaction.version`` 2 add
 part 2); older requests are verified (KIP-890 part 1), answering INVALID_TXN_STATE (v11:
 TRANSACTION_ABORTABLE) when it was not added, INVALID_PRODUCER_EPOCH when fenced, and
 NOT_ENOUGH_REPLICAS (retriable) while the coordinator cannot tell yet.
-Batches stay bytes: the header and CRC-32C are checked, the base offset (and partition leader
-epoch) rewritten, and LogAppendTime topics get their timestamp fields and CRC rewritten.
+Batches stay bytes: the header, CRC-32C and records are checked as Kafka's LogValidator
+does (``kgroupd.broker.log.validate``: a batch that lies is refused, never stored), the base
+offset (and partition leader epoch) rewritten, and LogAppendTime topics get their timestamp
+fields and CRC rewritten.
 Idempotent batches are de-duplicated over the last five per (producer, partition).
 acks=0 gets no response at all; under ``--fsync always`` acks=1/-1 are answered once the
 batches are on disk.
@@ -24,18 +26,12 @@ import struct
 
 from kgroupd.broker.coordinator.txn import AddPartitions
 from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
-from kgroupd.broker.log.compaction import keyless_record as keyless
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.topics import Topic
+from kgroupd.broker.log.validate import Refused, validate_batch
 from kgroupd.broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
 from kgroupd.protocol.errors import ErrorCode
-from kgroupd.protocol.records import (
-    CorruptBatch,
-    InvalidBatch,
-    check_crc,
-    split_batches,
-    stamp_log_append_time,
-)
+from kgroupd.protocol.records import InvalidBatch, split_batches, stamp_log_append_time
 
 _OFFSET_AND_EPOCH = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
@@ -62,6 +58,21 @@ def _part(
     }
 
 
+def _refused(
+    ctx: RequestContext,
+    topic: Topic,
+    index: int,
+    code: ErrorCode,
+    message: str,
+    log_start: int = -1,
+) -> Fields:
+    """A batch the log does not take: one warning line, and the answer."""
+    ctx.log.warning(
+        "produce_refused", topic=topic.name, partition=index, error=code.name, reason=message
+    )
+    return _part(index, code, log_start=log_start, message=message)
+
+
 def append_partition(
     ctx: RequestContext,
     topic: Topic,
@@ -83,31 +94,27 @@ def append_partition(
         )
     try:
         batches = split_batches(data)
-        if len(batches) != 1:
-            return _part(
-                index,
-                ErrorCode.INVALID_RECORD,
-                message="Produce requests with version 3 and above must have exactly "
-                "one record batch per partition",
-            )
-        _, header = batches[0]
-        check_crc(data, 0, header)
-        if topic.compacted and keyless(data):
-            # Kafka's LogValidator; a compressed batch is decompressed for it (one that cannot
-            # be, or to more than compaction.EXPANDED_LIMIT, is CORRUPT_MESSAGE below)
-            fields = _part(
-                index,
-                ErrorCode.INVALID_RECORD,
-                message="Compacted topic cannot accept message without key in topic "
-                f"partition {topic.name}-{index}.",
-            )
-            fields["record_errors"] = [{"batch_index": 0, "batch_index_error_message": None}]
-            return fields
-    except CorruptBatch as exc:
-        ctx.log.warning("corrupt_batch", topic=topic.name, partition=index, error=str(exc))
-        return _part(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
     except InvalidBatch as exc:
-        return _part(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        return _refused(ctx, topic, index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+    if len(batches) != 1:
+        return _part(
+            index,
+            ErrorCode.INVALID_RECORD,
+            message="Produce requests with version 3 and above must have exactly "
+            "one record batch per partition",
+        )
+    _, header = batches[0]
+    try:
+        validate_batch(data, header, topic.name, index, topic.compacted)
+    except Refused as exc:
+        # Kafka answers the log start offset with INVALID_RECORD only (its other faults are
+        # refused before the log is asked)
+        start = log.log_start_offset if exc.code is ErrorCode.INVALID_RECORD else -1
+        fields = _refused(ctx, topic, index, exc.code, exc.message, start)
+        fields["record_errors"] = [
+            {"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors
+        ]
+        return fields
     if header.is_transactional != (txn_id is not None) or (
         header.is_transactional and header.producer_id < 0
     ):

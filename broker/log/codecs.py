@@ -1,6 +1,8 @@
-"""The record batch compression codecs, bounded: what the log cleaner (and the produce-time key
-check of compacted topics) needs to read the records of a compressed batch and write the kept
-ones back with the batch's own codec.
+"""The record batch compression codecs, bounded: what produce's validation
+(``kgroupd.broker.log.validate``) and the log cleaner need to read the records of a compressed
+batch, and the cleaner to write the kept ones back with the batch's own codec. Data that a
+consumer's decoder would refuse (aiokafka's, kafka-python's, Java's: a checksum, trailing
+bytes) is refused here too.
 
 Codecs are Kafka's (the batch attribute's low three bits): 1 gzip, 2 snappy, 3 lz4, 4 zstd.
 Decompression never yields more than ``limit`` bytes (a batch claiming more raises
@@ -97,11 +99,13 @@ def _gunzip(data: bytes | memoryview, limit: int) -> bytes:
         raise TooLarge(f"gzip: more than {limit} bytes")
     if not d.eof:
         raise BadCompression("gzip: data cut short")
+    if d.unused_data:  # Python's gzip (aiokafka's, kafka-python's) reads them as a member
+        raise BadCompression("gzip: bytes after the data")
     return out
 
 
 def _unsnappy(data: bytes, limit: int) -> bytes:
-    if not data.startswith(_XERIAL):
+    if not data.startswith(_XERIAL_HEADER):  # versions 1 and 1, or raw as a consumer reads it
         return _raw_snappy(data, limit)
     pos = len(_XERIAL_HEADER)
     if len(data) < pos:
@@ -128,43 +132,17 @@ def _raw_snappy(data: bytes, limit: int) -> bytes:
 
 def _unlz4(data: bytes, limit: int) -> bytes:
     """An LZ4 frame (any a producer writes: linked or independent blocks, checksums, content
-    size), block by block so that no block exceeds the limit."""
+    size), read by lz4's own frame decoder, so that every check a consumer's makes is made:
+    the descriptor's and each block's checksum, the reserved bits, the end mark (a frame a
+    consumer cannot read is BadCompression here, not a batch that fails it later)."""
     if data[:4] != _LZ4_MAGIC or len(data) < 7:
         raise BadCompression("lz4: not an LZ4 frame")
     flg, bd = data[4], data[5]
     if flg >> 6 != 1 or (bd >> 4) & 7 not in _LZ4_MAX_BLOCK:
         raise BadCompression("lz4: unsupported frame descriptor")
-    max_block = _LZ4_MAX_BLOCK[(bd >> 4) & 7]
-    independent, block_sum, content_size = flg & 0x20, flg & 0x10, flg & 0x08
-    pos = 6 + (8 if content_size else 0) + (4 if flg & 0x01 else 0) + 1
-    if not independent:
-        # linked blocks refer to earlier ones: one bounded call over the whole frame
-        if content_size and struct.unpack_from("<Q", data, 6)[0] > limit:
-            raise TooLarge(f"lz4: more than {limit} bytes")
-        return _bounded_into(cramjam.lz4.decompress_into, data, limit, "lz4")
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        (size,) = _U32.unpack_from(data, pos)
-        pos += 4
-        if size == 0:
-            break
-        n = size & 0x7FFFFFFF
-        if pos + n > len(data) or n > max_block:
-            raise BadCompression("lz4: block past the frame")
-        raw = data[pos : pos + n]
-        pos += n + (4 if block_sum else 0)
-        if size & 0x80000000:
-            block = raw
-        else:
-            out = bytearray(min(max_block, limit - total + 1))
-            got = cramjam.lz4.decompress_block_into(raw, out, output_len=len(out))
-            block = bytes(out[:got])
-        total += len(block)
-        if total > limit:
-            raise TooLarge(f"lz4: more than {limit} bytes")
-        parts.append(block)
-    return b"".join(parts)
+    if flg & 0x08 and struct.unpack_from("<Q", data, 6)[0] > limit:  # its content size
+        raise TooLarge(f"lz4: more than {limit} bytes")
+    return _bounded_into(cramjam.lz4.decompress_into, data, limit, "lz4")
 
 
 def _unzstd(data: bytes | memoryview, limit: int) -> bytes:

@@ -228,7 +228,7 @@ async def test_keyless_records_are_refused_by_a_compacted_topic(server: KafkaSer
         resp = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, batch)))
         assert resp["error_code"] == 87  # INVALID_RECORD
         assert "Compacted topic cannot accept message without key" in resp["error_message"]
-        assert [e["batch_index"] for e in resp["record_errors"]] == [0]
+        assert [e["batch_index"] for e in resp["record_errors"]] == [1]  # the keyless record
         plain = only_partition(await wire.request(0, 8, produce_request("plain", 0, batch)))
         assert plain["error_code"] == 0
         good = build_batch([(0, b"k", b"v", now)])
@@ -246,7 +246,7 @@ async def test_keyless_records_are_refused_by_a_compacted_topic(server: KafkaSer
             packed = aiokafka_batch([(b"k", b"v", [], now)], compression=codec)
             resp = only_partition(await wire.request(0, 8, produce_request(TOPIC, 0, packed)))
             assert resp["error_code"] == 0, (codec, resp)
-        # one that does not decompress: CORRUPT_MESSAGE (Kafka's CorruptRecordException)
+        # one that does not decompress: CORRUPT_MESSAGE (Kafka: an internal error)
         bad = bytearray(aiokafka_batch([(b"k", b"v" * 100, [], now)], compression=4))
         bad[70:80] = b"\xff" * 10
         bad[17:21] = crc32c(memoryview(bad)[21:]).to_bytes(4, "big")

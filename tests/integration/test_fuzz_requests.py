@@ -30,15 +30,23 @@ from kgroupd.broker.net.connection import KafkaConnection
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.fuzz import (
+    BATCH_MUTATIONS,
     MUTATIONS,
+    RECORDS_TOPIC,
+    BatchMutation,
     cases,
     check_answers,
     default_frame,
     generated_frames,
     mutate,
+    mutated_batch,
+    produce_frame,
+    readable,
 )
+from tests.support.kafka_wire import WireClient, decode_response, fetch_request, only_partition
 
 EXAMPLES = int(os.environ.get("KGROUPD_FUZZ_EXAMPLES", "12"))
+BATCH_EXAMPLES = int(os.environ.get("KGROUPD_FUZZ_BATCHES", "300"))
 
 
 class Transport:
@@ -82,7 +90,12 @@ class Transport:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def server() -> AsyncIterator[KafkaServer]:
-    topics = (TopicSpec("t", 2), TopicSpec("fuzz", 1), TopicSpec("bystander", 1))
+    topics = (
+        TopicSpec("t", 2),
+        TopicSpec("fuzz", 1),
+        TopicSpec("bystander", 1),
+        TopicSpec(RECORDS_TOPIC, 1),
+    )
     async with running_server(
         log_level="critical", create_topics=topics, initial_rebalance_delay_ms=0
     ) as srv:
@@ -139,6 +152,61 @@ async def test_mutated_frames_are_answered_or_closed(
     for frame in mutations:
         out, _closed = await ask(server, frame)
         check_answers(api_key, version, out, frame.hex())
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_mutated_batches_are_refused_or_readable(server: KafkaServer) -> None:
+    """Valid batches (each codec) with bytes flipped, cut or appended, their CRC right: a
+    Produce answers each without an internal error, and whatever the log takes, two clients'
+    record parsers and a consumer read whole (a batch that lies is refused, not stored)."""
+    hows: list[BatchMutation] = []
+
+    @settings(
+        max_examples=BATCH_EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(BATCH_MUTATIONS)
+    def collect(how: BatchMutation) -> None:
+        hows.append(how)
+
+    collect()
+    taken = 0
+    for how in hows:
+        out, closed = await ask(server, produce_frame(8, mutated_batch(how)))
+        assert out and not closed, how
+        check_answers(0, 8, out, how)
+        _corr, answer = decode_response(0, 8, out[4:])
+        part = only_partition(answer)
+        if part["error_code"] == 0:
+            taken += 1
+        else:
+            assert part["base_offset"] == -1 and part["error_message"], (how, part)
+    async with await WireClient.connect(server.port) as wire:
+        records = b""
+        offset = 0
+        while True:
+            got = only_partition(await wire.request(1, 11, fetch_request(RECORDS_TOPIC, 0, offset)))
+            assert got["error_code"] == 0, got
+            if not got["records"]:
+                break
+            records += got["records"]
+            offset = got["high_watermark"]
+    count = readable(records)
+    assert count == offset and taken <= count
+    consumer = AIOKafkaConsumer(
+        RECORDS_TOPIC, bootstrap_servers=f"127.0.0.1:{server.port}", auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        seen = 0
+        while seen < count:
+            batches = await consumer.getmany(timeout_ms=5000)
+            assert batches, f"the consumer stalled after {seen} of {count} records"
+            seen += sum(len(r) for r in batches.values())
+    finally:
+        await consumer.stop()
 
 
 @pytest.mark.asyncio(loop_scope="module")

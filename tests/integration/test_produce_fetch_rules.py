@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.protocol.errors import ErrorCode
-from kgroupd.protocol.records import parse_header
+from kgroupd.protocol.records import parse_header, with_base_offset
 from tests.support.kafka_wire import (
     WireClient,
     build_batch,
@@ -156,7 +156,8 @@ async def test_real_producer_batch_replayed_is_deduplicated(
         expected_seq = h.last_sequence + 1
 
     for stored in log.batches[-3:]:  # the last five are remembered; replay within them
-        got = await produce(wire, "replay", stored.data)
+        # as the producer sent it: base offset 0 (the log wrote the offset it took)
+        got = await produce(wire, "replay", bytes(with_base_offset(stored.data, 0)))
         assert (got["error_code"], got["base_offset"]) == (0, stored.base_offset)
     assert await latest_offset(wire, "replay") == 60
 

@@ -6,6 +6,7 @@ check that no answer carries UNKNOWN_SERVER_ERROR. Used by
 from __future__ import annotations
 
 import struct
+import warnings
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -156,3 +157,104 @@ def generated_frames(api_key: int, version: int, examples: int) -> list[tuple[by
         except (ValueError, OverflowError, struct.error, UnicodeEncodeError):
             continue
     return frames
+
+
+# Record batches a client could send: valid ones with bytes flipped, cut or appended, their
+# length and CRC-32C made right again (so the CRC check cannot be what refuses them). A
+# compressed batch is broken either as it is or inside its records (decompressed, broken,
+# compressed again), so the record walk behind the codec is reached too.
+RECORDS_TOPIC = "fuzz-records"
+BATCH_MUTATIONS = st.tuples(
+    st.sampled_from([0, 1, 2, 3, 4]),  # the batch's codec
+    st.booleans(),  # a compressed batch: break its records (True) or its compressed bytes
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
+    st.integers(0, 8),  # bytes cut from the end
+    st.binary(max_size=4),  # bytes appended
+)
+BatchMutation = tuple[int, bool, list[tuple[int, int]], int, bytes]
+
+
+def base_batch(codec: int) -> bytes:
+    """A valid batch: keys, a null key and value, headers, values long enough for two-byte
+    varints."""
+    from tests.support.kafka_wire import build_batch
+
+    return build_batch(
+        [
+            (b"key-0", b"v" * 100, [("h", b"1")]),
+            (None, b"value-1", []),
+            (b"key-2", None, [("a", b"x"), ("b", None)]),
+            (b"k" * 70, b"w" * 300, []),
+        ],
+        compression=codec,
+    )
+
+
+def _flipped(data: bytes, flips: list[tuple[int, int]], cut: int, tail: bytes) -> bytes:
+    out = bytearray(data)
+    for at, value in flips:
+        out[at % len(out)] = value
+    if cut:
+        del out[max(0, len(out) - cut) :]
+    return bytes(out + tail)
+
+
+def mutated_batch(how: BatchMutation) -> bytes:
+    from crc32c import crc32c
+
+    from kgroupd.broker.log import codecs
+    from kgroupd.protocol.records import HEADER_SIZE
+
+    codec, inner, flips, cut, tail = how
+    batch = base_batch(codec)
+    head = bytearray(batch[:HEADER_SIZE])
+    body = batch[HEADER_SIZE:]
+    if codec and inner:
+        records = codecs.decompress(codec, body, 1 << 20)
+        body = codecs.compress(codec, _flipped(records, flips, cut, tail))
+    elif codec:
+        body = _flipped(body, flips, cut, tail)
+    else:  # the header's fields too
+        whole = _flipped(batch, [(at % len(batch), v) for at, v in flips], cut, tail)
+        head, body = bytearray(whole[:HEADER_SIZE].ljust(HEADER_SIZE, b"\0")), whole[HEADER_SIZE:]
+    head[16] = 2  # magic 2 (another is refused before the records are looked at)
+    out = head + body
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+def produce_frame(version: int, batch: bytes, topic: str = RECORDS_TOPIC) -> bytes:
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    return encode_request(0, version, 7, body)
+
+
+def readable(records: bytes) -> int:
+    """How many records a fetched record set holds, read by two clients' parsers (aiokafka's,
+    kafka-python's) as a consumer reads them: any that cannot be read raises."""
+    from aiokafka.record.memory_records import MemoryRecords as AioRecords
+
+    with warnings.catch_warnings():
+        # kafka-python 3.0 reads its message schemas with the deprecated read_text
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.record import MemoryRecords as KafkaPythonRecords
+
+    counts = []
+    for parser in (AioRecords, KafkaPythonRecords):
+        count = 0
+        batches = parser(records)
+        while batches.has_next():
+            batch = batches.next_batch()
+            if batch is None:
+                break
+            offsets = [record.offset for record in batch]
+            assert offsets == list(range(batch.base_offset, batch.base_offset + len(offsets)))
+            count += len(offsets)
+        counts.append(count)
+    assert counts[0] == counts[1], counts
+    return counts[0]

@@ -19,8 +19,10 @@ class InvalidRegex(ValueError):
 
 
 def compile_regex(pattern: str) -> Any:
+    options = _engine.Options()
+    options.log_errors = False  # RE2 would write the client's pattern to stderr itself
     try:
-        return _engine.compile(pattern)
+        return _engine.compile(pattern, options)
     except _ERRORS as exc:
         raise InvalidRegex(
             f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {exc}."
