@@ -152,3 +152,20 @@ async def test_a_port_that_closes_without_answering_is_named_so() -> None:
         "a Kafka listener's address, or one that wants TLS (security.protocol=SSL or SASL_SSL "
         "in --command-config)?\n"
     )
+
+
+async def test_the_demo_producer_without_a_broker_says_so_in_one_line() -> None:
+    """``./scripts/demo-producer`` (``python -m kgroupd.pipeline.demo_producer``) with nothing
+    listening: one line naming the address and the reason, exit 1, no traceback."""
+    address = f"127.0.0.1:{free_port()}"
+    code, out, err = await run_module(
+        "kgroupd.pipeline.demo_producer", "--bootstrap-server", address, "--count", "1"
+    )
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        f"python -m kgroupd.pipeline.demo_producer: error: cannot reach a Kafka broker at "
+        f"{address} ("
+    ), err
+    assert "Connect call failed" in err and "./scripts/broker" in err
+    assert "Traceback" not in err
