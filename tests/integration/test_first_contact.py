@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer
@@ -17,6 +19,7 @@ from aiokafka import AIOKafkaConsumer
 from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
+from tests.conftest import require
 
 STATES = "PreparingRebalance, CompletingRebalance, Stable, Dead, Empty, Assigning, Reconciling"
 
@@ -169,3 +172,52 @@ async def test_the_demo_producer_without_a_broker_says_so_in_one_line() -> None:
     ), err
     assert "Connect call failed" in err and "./scripts/broker" in err
     assert "Traceback" not in err
+
+
+async def test_a_data_dir_the_broker_cannot_write_is_one_line_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """A data directory owned by another user (a bind mount owned by root, the image's user
+    10001): exit 2 with one line naming the directory, the uid kgroupd runs as and the fix.
+    As root the broker runs without CAP_DAC_OVERRIDE (``setpriv``), so permissions apply."""
+    data = tmp_path / "data"
+    data.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        require(setpriv is not None, "setpriv (util-linux) to drop root's override of modes")
+        assert setpriv is not None
+        caps = "-dac_override,-dac_read_search"
+        prefix = [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}"]
+        os.chown(data, 65534, 65534)  # nobody's; mode 755: root may read, not write
+        data.chmod(0o755)
+        owner, mode, fix = 65534, "755", "docker run --user 65534:65534"
+    else:
+        data.chmod(0o555)
+        owner, mode, fix = os.geteuid(), "555", f"chmod u+rwx {data}"
+    proc = await asyncio.create_subprocess_exec(
+        *prefix,
+        sys.executable,
+        "-m",
+        "kgroupd.broker",
+        "--data-dir",
+        str(data),
+        "--port",
+        "0",
+        "--no-http",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err_bytes = await asyncio.wait_for(proc.communicate(), 60)
+    data.chmod(0o755)
+    err = [line for line in err_bytes.decode().splitlines() if not line.startswith("{")]
+    assert proc.returncode == 2, err
+    (line,) = [x for x in err if x.startswith("kgroupd: error:")]
+    uid = os.geteuid()
+    assert line.startswith(
+        f"kgroupd: error: data dir {data} is not writable by uid {uid}, which kgroupd runs as "
+        f"(Permission denied: {data}/.lock; {data} belongs to uid {owner}, mode {mode})"
+    ), line
+    assert fix in line
+    if owner != uid:
+        assert f"chown -R {uid}:{os.getegid()} {data}, on the host for a bind mount" in line
