@@ -94,7 +94,9 @@ def not_writable(path: Path, exc: OSError) -> DataDirError:
     """One line naming the directory, who kgroupd runs as, who owns it, and the fix (a
     bind-mounted host directory owned by root is the usual case in a container)."""
     uid, gid = os.geteuid(), os.getegid()
-    where = path if path.exists() else path.parent
+    where = path  # or the nearest directory above it that exists
+    while not where.exists() and where != where.parent:
+        where = where.parent
     try:
         st = where.stat()
     except OSError:
@@ -106,10 +108,10 @@ def not_writable(path: Path, exc: OSError) -> DataDirError:
         elif st.st_uid == uid:
             fix = f"make it writable (chmod u+rwx {path})"
         else:
-            fix = (
-                f"give it to uid {uid} (chown -R {uid}:{gid} {path}, on the host for a bind "
-                f"mount) or run kgroupd as its owner (docker run --user {st.st_uid}:{st.st_gid})"
-            )
+            fix = f"give it to uid {uid} (chown -R {uid}:{gid} {path}, on the host for a "
+            fix += "bind mount)"
+            if st.st_uid != 0:  # running as root to write root's directory is no advice
+                fix += f" or run kgroupd as its owner (docker run --user {st.st_uid}:{st.st_gid})"
     return DataDirError(
         f"data dir {path} is not writable by uid {uid}, which kgroupd runs as "
         f"({exc.strerror}: {exc.filename}; {owner}): {fix}"
