@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import random
 import sys
 import time
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,41 @@ def main(argv: list[str] | None = None) -> int:
         await ensure_topic(args.bootstrap_server, args.topic, args.partitions)
         await produce(args.bootstrap_server, args.topic, events)
 
-    asyncio.run(run())
+    # aiokafka logs each failed connection; they are said once, in the error below
+    said = _KeepLast()
+    aiokafka_log = logging.getLogger("aiokafka")
+    aiokafka_log.addHandler(said)
+    aiokafka_log.propagate = False
+    try:
+        asyncio.run(run())
+    except KafkaConnectionError as exc:
+        print(
+            f"{parser.prog}: error: cannot reach a Kafka broker at {args.bootstrap_server} "
+            f"({said.last or exc}); is one running there? (./scripts/broker starts one)",
+            file=sys.stderr,
+        )
+        return 1
+    except KafkaError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        aiokafka_log.removeHandler(said)
+        aiokafka_log.propagate = True
     print(f"produced {len(events)} events to {args.topic}", file=sys.stderr)
     return 0
+
+
+class _KeepLast(logging.Handler):
+    """Keeps the last error aiokafka logged instead of printing it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # 'Unable connect to "%s:%s": %s': the reason is the last argument
+        args = record.args if isinstance(record.args, tuple) else ()
+        self.last = str(args[-1]) if args else record.getMessage()
 
 
 if __name__ == "__main__":

@@ -49,6 +49,9 @@ CLIENT_MAX = {
     69: 1,  # ConsumerGroupDescribe
 }
 CLIENT_MIN = {2: 1, 3: 1, 9: 2, 17: 1}
+# An answer's size above this is no Kafka answer (an admin answer is far smaller): the 4 bytes
+# read as its size were text ("HTTP" is 1,213,486,160), a TLS record, ...
+_MAX_ANSWER = 256 * 1024 * 1024
 
 
 def error_name(code: int) -> str:
@@ -135,20 +138,65 @@ class Connection:
             header += b"\x00"  # request header v2: no tagged fields
         frame = header + spec.encode_request(body)
         timeout = self.settings.request_timeout_s
+        first = corr == 1  # ApiVersions: what answers tells whether this is Kafka at all
         try:
             async with self._lock:
                 self.writer.write(_INT32.pack(len(frame)) + frame)
                 await self.writer.drain()
-                (size,) = _INT32.unpack(await asyncio.wait_for(self.reader.readexactly(4), timeout))
+                head = await asyncio.wait_for(self.reader.readexactly(4), timeout)
+                (size,) = _INT32.unpack(head)
+                if not 4 <= size <= _MAX_ANSWER:
+                    raise ConnectError(await self._not_kafka(head))
                 payload = await asyncio.wait_for(self.reader.readexactly(size), timeout)
         except TimeoutError:
             raise ConnectError(f"{self.address}: no answer within {timeout:g}s") from None
-        except (OSError, asyncio.IncompleteReadError) as exc:
+        except asyncio.IncompleteReadError as exc:
+            if first and not exc.partial:
+                raise ConnectError(self._closed_unanswered()) from None
+            if first:
+                raise ConnectError(await self._not_kafka(exc.partial, more=False)) from None
+            raise ConnectError(f"{self.address}: connection lost ({exc})") from None
+        except OSError as exc:
             raise ConnectError(f"{self.address}: connection lost ({exc})") from None
         (got,) = _INT32.unpack_from(payload, 0)
         if got != corr:
+            if first:
+                raise ConnectError(await self._not_kafka(head + payload, more=False))
             raise ConnectError(f"{self.address}: answer to request {got}, expected {corr}")
         return payload
+
+    async def _not_kafka(self, head: bytes, more: bool = True) -> str:
+        """What to say when the first bytes answered are not a Kafka answer's: what the
+        other side seems to be (an HTTP server, a TLS listener...) and what it said."""
+        if more:
+            with contextlib.suppress(OSError, TimeoutError):
+                head += await asyncio.wait_for(self.reader.read(200), 1)
+        said = head.split(b"\r\n", 1)[0].split(b"\n", 1)[0][:80]
+        if head.startswith(b"HTTP/"):
+            what = f"an HTTP server? it said {said.decode('latin-1')!r}"
+        elif head.startswith(b"SSH-"):
+            what = f"an SSH server? it said {said.decode('latin-1')!r}"
+        elif head[:1] in (b"\x15", b"\x16") and head[1:2] == b"\x03":
+            what = (
+                "a TLS listener? set security.protocol=SSL or SASL_SSL in --command-config"
+                if not self.settings.tls
+                else "TLS where a Kafka answer was expected"
+            )
+        else:
+            what = f"its first bytes: {head[:16]!r}"
+        return (
+            f"{self.address} answered something that is not the Kafka protocol ({what}); "
+            "is it a Kafka listener's address?"
+        )
+
+    def _closed_unanswered(self) -> str:
+        hint = (
+            "is it a Kafka listener's address, or one that wants TLS (security.protocol=SSL "
+            "or SASL_SSL in --command-config)?"
+            if not self.settings.tls
+            else "is it a Kafka listener's address?"
+        )
+        return f"{self.address} closed the connection without answering ApiVersions: {hint}"
 
     def _decode(self, api_key: int, version: int, payload: bytes) -> dict[str, Any]:
         spec = lookup(api_key, version)

@@ -47,9 +47,39 @@ def _inactive_or_refuse(group: Group) -> None:
         )
 
 
+# The states kafka-consumer-groups.sh --list --state accepts (classic and consumer groups),
+# as Kafka spells them; given in any case.
+STATES = (
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+    "Empty",
+    "Assigning",
+    "Reconciling",
+)
+TYPES = ("classic", "consumer")
+
+
+def _choices(flag: str, value: str | None, valid: tuple[str, ...]) -> list[str] | None:
+    """``--state stable,EMPTY`` -> ["Stable", "Empty"] (Kafka's names, any case given); a name
+    Kafka does not know is a usage error listing the valid ones."""
+    given = _csv(value)
+    if given is None:
+        return None
+    by_lower = {v.lower(): v for v in valid}
+    unknown = [g for g in given if g.lower() not in by_lower]
+    if unknown:
+        raise UsageError(
+            f"{flag} {value}: unknown {', '.join(repr(u) for u in unknown)}; "
+            f"valid: {', '.join(valid)} (any case)"
+        )
+    return [by_lower[g.lower()] for g in given]
+
+
 async def cmd_list(admin: AdminClient, args: argparse.Namespace) -> int:
-    states = _csv(args.state)
-    types = _csv(args.type)
+    states = _choices("--state", args.state, STATES)
+    types = _choices("--type", args.type, TYPES)
     rows = await ops.list_groups(admin, states, types)
     if args.output == "json":
         emit_json([{k: r[k] for k in ("group", "state", "type")} for r in rows])

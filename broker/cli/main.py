@@ -5,6 +5,7 @@ and
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Coroutine, Sequence
@@ -50,7 +51,26 @@ def run(coro: Coroutine[Any, Any, None]) -> None:
     uvloop.run(coro)
 
 
+# What a shell reports for a Unix tool stopped by SIGPIPE (128 + 13)
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The exit code. When the reader of stdout goes away (``kgroupd topics list | head -1``)
+    the command stops quietly, as Unix tools do: no traceback, exit code 141."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # what is still buffered may meet the closed pipe only now
+    except BrokenPipeError:
+        # Python would try to flush stdout again at exit and print that it failed
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] in (["groups"], ["topics"]):  # the admin tools, never on the serving path
         from kgroupd.broker.cli.tools import main as admin_main

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,6 +30,8 @@ class DataDir:
                 self.path.mkdir(parents=True)
                 fsync_dir(self.path.parent)
             lock = open(self.path / ".lock", "wb")  # noqa: SIM115 - held while running
+        except PermissionError as exc:
+            raise not_writable(self.path, exc) from None
         except OSError as exc:
             raise DataDirError(f"cannot use data dir {self.path}: {exc}") from None
         try:
@@ -85,3 +88,31 @@ class DataDir:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+def not_writable(path: Path, exc: OSError) -> DataDirError:
+    """One line naming the directory, who kgroupd runs as, who owns it, and the fix (a
+    bind-mounted host directory owned by root is the usual case in a container)."""
+    uid, gid = os.geteuid(), os.getegid()
+    where = path  # or the nearest directory above it that exists
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        st = where.stat()
+    except OSError:
+        owner, fix = f"{where} cannot be read", f"make {where} readable and writable by it"
+    else:
+        owner = f"{where} belongs to uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}"
+        if where != path:
+            fix = f"create it for uid {uid} (mkdir -p {path} && chown {uid}:{gid} {path})"
+        elif st.st_uid == uid:
+            fix = f"make it writable (chmod u+rwx {path})"
+        else:
+            fix = f"give it to uid {uid} (chown -R {uid}:{gid} {path}, on the host for a "
+            fix += "bind mount)"
+            if st.st_uid != 0:  # running as root to write root's directory is no advice
+                fix += f" or run kgroupd as its owner (docker run --user {st.st_uid}:{st.st_gid})"
+    return DataDirError(
+        f"data dir {path} is not writable by uid {uid}, which kgroupd runs as "
+        f"({exc.strerror}: {exc.filename}; {owner}): {fix}"
+    )

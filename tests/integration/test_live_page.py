@@ -1,6 +1,7 @@
 """The live page (/) in a real browser: Debian's chromium driven by Playwright (never
 ``playwright install``). Three consumers, then a fourth: the page shows the new generation,
-the partitions that moved and the lag falling as the group commits. Screenshots are saved
+the partitions that moved and the lag falling as the group commits; then, at 420 px as on a
+phone, the lag scaled across groups and a member without a client id. Screenshots are saved
 under .cache/artifacts/ (their paths printed)."""
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ import contextlib
 import importlib.util
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.testing import running_server
 from tests.conftest import require
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 TOPIC = "orders"
 PARTITIONS = 6
@@ -160,3 +165,143 @@ async def test_the_page_shows_a_fourth_member_s_rebalance_and_the_lag_falling() 
                 await browser.close()
                 for m in members:
                     await m.stop()
+
+
+async def commit(boot: str, group: str, partition: int, offset: int) -> None:
+    """``group`` commits ``offset`` on one partition and leaves (an Empty group with lag)."""
+    c = AIOKafkaConsumer(bootstrap_servers=boot, group_id=group, enable_auto_commit=False)
+    await c.start()
+    try:
+        c.assign([TopicPartition(TOPIC, partition)])
+        await c.commit({TopicPartition(TOPIC, partition): offset})
+    finally:
+        await c.stop()
+
+
+async def boxes(page: Page, selector: str) -> list[dict[str, float]]:
+    """The boxes (left, right, width) of what ``selector`` finds, measured in one go: the
+    page re-renders the groups every 2 s, and an element measured one at a time may have
+    been replaced in between."""
+    found: list[dict[str, float]] = await page.eval_on_selector_all(
+        selector,
+        "els => els.map((e) => { const r = e.getBoundingClientRect();"
+        " return {left: r.left, right: r.right, width: r.width}; })",
+    )
+    assert found, f"nothing is {selector}"
+    return found
+
+
+async def test_loading_one_lag_scale_a_member_without_client_id_and_a_phone_screen() -> None:
+    """The page says "Loading…" until /api/groups first answers (then "No groups yet."); lag
+    bars share one scale across groups (a lag of 4 is drawn shorter than one of 1,437); a
+    member without a client id is named by a short form of its member id; at 420 px nothing
+    scrolls sideways and the lag, the partitions and the timeline are on screen. Screenshots
+    at 420 px and at desktop width: .cache/artifacts/live-page-420.png and
+    live-page-desktop.png."""
+    require(Path(CHROMIUM).exists(), "Debian's chromium (apt-get install chromium)")
+    require(importlib.util.find_spec("playwright") is not None, "playwright (the test extra)")
+    from playwright.async_api import Route, async_playwright, expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    async with running_server(
+        initial_rebalance_delay_ms=0, create_topics=(TopicSpec(TOPIC, PARTITIONS),)
+    ) as server:
+        assert server.http is not None
+        boot, url = f"127.0.0.1:{server.port}", f"http://127.0.0.1:{server.http.port}/"
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+            )
+            anon: AIOKafkaConsumer | None = None
+            try:
+                page = await browser.new_page(viewport={"width": 420, "height": 900})
+                # the first answer is held back: until it comes the page says it is loading
+                answer = asyncio.Event()
+
+                async def hold(route: Route) -> None:
+                    await answer.wait()
+                    await route.continue_()
+
+                await page.route("**/api/groups", hold)
+                await page.goto(url)
+                groups = page.locator("#groups")
+                await expect(groups).to_have_text("Loading…")
+                answer.set()
+                await expect(groups).to_have_text("No groups yet.")
+                await page.unroute("**/api/groups")
+
+                # two groups without members: lag 1,437 on orders-0, lag 4 on orders-1
+                producer = AIOKafkaProducer(bootstrap_servers=boot)
+                await producer.start()
+                try:
+                    for partition, count in ((0, 1437), (1, 10)):
+                        for _ in range(count):
+                            await producer.send(TOPIC, b"order", partition=partition)
+                    await producer.flush()
+                finally:
+                    await producer.stop()
+                await commit(boot, "big", 0, 0)
+                await commit(boot, "small", 1, 6)
+                # a member whose client id is empty
+                anon = AIOKafkaConsumer(
+                    TOPIC,
+                    bootstrap_servers=boot,
+                    group_id="anon",
+                    client_id="",
+                    enable_auto_commit=False,
+                )
+                await anon.start()
+
+                big_rows = 'article[data-group="big"] tr[data-partition="orders-0"]'
+                small_rows = 'article[data-group="small"] tr[data-partition="orders-1"]'
+                big, small = page.locator(big_rows), page.locator(small_rows)
+                await expect(big).to_have_attribute("data-lag", "1437", timeout=10000)
+                await expect(small).to_have_attribute("data-lag", "4", timeout=10000)
+                (big_bar,) = await boxes(page, f"{big_rows} td.bar span")
+                (small_bar,) = await boxes(page, f"{small_rows} td.bar span")
+                assert 0 < small_bar["width"] < big_bar["width"] / 2, (small_bar, big_bar)
+
+                group = page.locator('article[data-group="anon"]')
+                await expect(group).to_have_attribute("data-state", "Stable", timeout=20000)
+                member = group.locator("tbody tr[data-member-id]")
+                await expect(member).to_have_count(1)
+                member_id = await member.get_attribute("data-member-id") or ""
+                short = member_id.lstrip("-")[:8] + "…"
+                assert len(member_id) > 20, member_id
+                await expect(member.locator(".who")).to_have_text(short)
+                await expect(member.locator(".who")).to_have_attribute("title", member_id)
+                # the rebalance it joined by (a later one, should one come, is listed above it)
+                line = page.locator(
+                    '#timeline tr[data-group="anon"]', has_text=f"member_joined ({short})"
+                )
+                await expect(line).to_have_count(1, timeout=10000)
+                await expect(page.locator("#timeline")).not_to_contain_text(member_id)
+
+                # 420 px: no sideways scrolling; lag, partitions and the timeline on screen
+                width = await page.evaluate("document.documentElement.scrollWidth")
+                assert width <= 420, f"the page is {width} px wide at 420 px"
+                await expect(member.locator(".chip")).to_have_count(PARTITIONS)
+                timeline = '#timeline tr[data-group="anon"]'
+                for selector in (
+                    f"{big_rows} td.lag",
+                    f"{big_rows} td.bar span",
+                    f"{small_rows} td.lag",
+                    'article[data-group="anon"] tr[data-member-id] .chip',
+                    timeline,
+                    f"{timeline} .chip",
+                ):
+                    for box in await boxes(page, selector):
+                        assert box["left"] >= 0 and box["right"] <= 420, (selector, box)
+                shot_narrow = ARTIFACTS / "live-page-420.png"
+                await page.screenshot(path=str(shot_narrow), full_page=True)
+
+                await page.set_viewport_size({"width": 1400, "height": 900})
+                await expect(group.locator("table.members thead")).to_be_visible()
+                assert await page.evaluate("document.documentElement.scrollWidth") <= 1400
+                shot_wide = ARTIFACTS / "live-page-desktop.png"
+                await page.screenshot(path=str(shot_wide), full_page=True)
+                print(f"\nscreenshots: {shot_narrow} {shot_wide}")
+            finally:
+                await browser.close()
+                if anon is not None:
+                    await anon.stop()

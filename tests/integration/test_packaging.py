@@ -27,6 +27,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.conftest import require
+from tests.support.dockerignore import DockerIgnore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -295,5 +296,57 @@ def test_the_compose_broker_settings_are_accepted_and_advertise_each_side() -> N
     assert "kgroupd-data:/var/lib/kgroupd" in service
     # the HTTP listener (its default port, on the first listener's host 0.0.0.0) published
     assert "KGROUPD_HTTP_PORT" not in env and "KGROUPD_HTTP_HOST" not in env
-    assert '- "8080:8080"' in service
     assert "network_mode" not in text  # services reach the broker by name
+    # published on the host's loopback only (the HTTP side is unauthenticated), unless
+    # KGROUPD_PUBLISH_HOST says otherwise (compose's ${VAR:-default}, resolved as compose does)
+    ports = service.split("\n    ports:\n", 1)[1].split("\n    environment:", 1)[0]
+    published = [x.strip()[2:].strip('"') for x in ports.splitlines() if x.strip()[:2] == "- "]
+    assert published == [
+        "${KGROUPD_PUBLISH_HOST:-127.0.0.1}:19092:19092",
+        "${KGROUPD_PUBLISH_HOST:-127.0.0.1}:8080:8080",
+    ]
+    assert [compose_value(p, {}) for p in published] == [
+        "127.0.0.1:19092:19092",
+        "127.0.0.1:8080:8080",
+    ]
+    told = {"KGROUPD_PUBLISH_HOST": "0.0.0.0"}
+    assert compose_value(published[1], told) == "0.0.0.0:8080:8080"
+
+
+def compose_value(text: str, env: dict[str, str]) -> str:
+    """Compose's interpolation of ``${VAR:-default}`` (and ``${VAR}``) in ``text``."""
+
+    def one(m: re.Match[str]) -> str:
+        return env.get(m.group(1)) or (m.group(2) or "")
+
+    return re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", one, text)
+
+
+def test_the_build_context_leaves_out_data_output_and_certificates() -> None:
+    """.dockerignore keeps data directories, pipeline output, certificates, build output,
+    the git and venv folders and caches out of the build context (and so out of any layer
+    a careless COPY makes), and lets in everything the Dockerfile COPYs (Dockerfile.pipeline:
+    tests/pipeline/test_pipeline_image.py)."""
+    ignore = DockerIgnore(ROOT / ".dockerignore")
+    for left_out in (
+        "kgroupd-data",
+        "kgroupd-data/meta.json",
+        "certs",
+        "certs/ca-key.pem",
+        "pipeline-out/part-0.parquet",
+        "spark-warehouse",
+        "metastore_db",
+        "derby.log",
+        "build",
+        "dist/kgroupd-0.1.0.tar.gz",
+        "kgroupd.egg-info/PKG-INFO",
+        ".git/config",
+        ".venv/bin/python",
+        ".cache/artifacts/live-page.png",
+        "node_modules/x/index.js",
+        "tests/conftest.py",
+        "broker/__pycache__/state.cpython-311.pyc",
+    ):
+        assert ignore.ignored(left_out), left_out
+    copies, _, _ = dockerfile()
+    assert ignore.kept_out(ROOT, copies) == []

@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 from kgroupd.pipeline.__main__ import parse
+from tests.support.dockerignore import DockerIgnore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +42,15 @@ def test_the_image_copies_every_installed_package() -> None:
     packages = set(pyproject["tool"]["setuptools"]["package-dir"].values())
     assert "pipeline" in packages
     assert packages | {"pyproject.toml", "README.md"} <= copies
+
+
+def test_the_build_context_lets_in_what_the_image_copies() -> None:
+    """.dockerignore (which keeps data, output and certificate folders out of the build
+    context: tests/integration/test_packaging.py) leaves out nothing this image COPYs."""
+    copies, _, _ = dockerfile()
+    ignore = DockerIgnore(ROOT / ".dockerignore")
+    assert ignore.kept_out(ROOT, sorted(copies)) == []
+    assert ignore.ignored("pipeline-out/window_counts/part-0.parquet")
 
 
 def test_the_image_command_runs() -> None:

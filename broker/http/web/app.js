@@ -9,6 +9,8 @@ const timeline = []; // rebalance events, newest first
 const seen = new Set(); // rebalance event keys already on the timeline
 const TIMELINE_MAX = 30;
 let refreshTimer = null;
+let loaded = false; // the first /api/groups answer has come
+let loadProblem = null; // why it has not, when asking failed
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -24,53 +26,72 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// A member id is long (a client id and a UUID; a consumer group's: 22 characters): a member
+// without a client id or instance id is named by the start of it (the whole one is its title).
+function shortId(memberId) {
+  const id = (memberId || "").replace(/^-+/, "");
+  return id.length > 9 ? `${id.slice(0, 8)}…` : id;
+}
+
 function who(member) {
   if (!member) return "—";
-  return member.client_id || member.instance_id || member.member_id;
+  return member.client_id || member.instance_id || shortId(member.member_id);
+}
+
+// Lag bars share one scale across the page (a lag of 4 is not drawn as long as one of 1,437),
+// logarithmic so that a small lag still shows; the number is beside it.
+function barWidth(lag, maxLag) {
+  if (!lag || maxLag <= 0) return 0;
+  return Math.max(2, Math.round(100 * Math.log10(1 + lag) / Math.log10(1 + maxLag)));
 }
 
 function when(ts) {
   return new Date(ts * 1000).toLocaleTimeString([], { hour12: false });
 }
 
-function renderGroup(view) {
+function renderGroup(view, maxLag) {
   const moved = lastMoves.get(view.group);
   const movedNow = moved && moved.generation === view.generation ? moved.partitions : new Set();
-  const members = el("table", { class: "members" },
-    el("thead", {}, el("tr", {}, el("th", {}, "client id"), el("th", {}, "host"),
+  const byId = new Map(view.members.map((m) => [m.member_id, m]));
+  // narrow screens show the members' table as a list (style.css): data-label names each cell
+  const members = el("table", { class: "members stack" },
+    el("thead", {}, el("tr", {}, el("th", {}, "member"), el("th", {}, "host"),
       el("th", {}, "instance id"), el("th", {}, "partitions"))),
-    el("tbody", {}, view.members.map((m) => el("tr", { "data-member": m.client_id },
-      el("td", { class: "mono" }, m.client_id),
-      el("td", { class: "mono" }, m.host),
-      el("td", { class: "mono" }, m.instance_id || "—"),
-      el("td", {}, m.partitions.length ? m.partitions.map((p) => {
+    el("tbody", {}, view.members.length ? view.members.map((m) => el("tr", { "data-member": m.client_id, "data-member-id": m.member_id },
+      el("td", { class: "mono who", title: m.member_id }, who(m)),
+      el("td", { class: "mono", "data-label": "host" }, m.host),
+      el("td", { class: "mono", "data-label": "instance id" }, m.instance_id || "—"),
+      el("td", { class: "parts" }, m.partitions.length ? m.partitions.map((p) => {
         const key = `${p.topic}-${p.partition}`;
         return el("span", { class: movedNow.has(key) ? "chip moved" : "chip" }, key);
-      }) : el("span", { class: "muted" }, "none"))))));
-  const maxLag = Math.max(1, ...view.offsets.map((r) => r.lag || 0));
+      }) : el("span", { class: "muted" }, "no partitions"))))
+      : el("tr", {}, el("td", { class: "muted", colspan: 4 }, "no members"))));
   const offsets = el("table", { class: "offsets" },
-    el("thead", {}, el("tr", {}, el("th", {}, "partition"), el("th", {}, "owner"),
+    el("thead", {}, el("tr", {}, el("th", {}, "partition"), el("th", { class: "owner" }, "owner"),
       el("th", { class: "num" }, "committed"), el("th", { class: "num" }, "log end"),
-      el("th", { class: "num" }, "lag"), el("th", {}, ""))),
+      el("th", { class: "num" }, "lag"),
+      el("th", { class: "bar", title: "lag on a logarithmic scale shared by every group on the page" }, "log scale"))),
     el("tbody", {}, view.offsets.map((r) => {
       const key = `${r.topic}-${r.partition}`;
       const lag = r.lag === null ? "—" : r.lag;
+      const owner = r.member_id ? who(byId.get(r.member_id) || r) : "—";
       return el("tr", { "data-partition": key, "data-lag": r.lag, class: movedNow.has(key) ? "moved" : null },
         el("td", { class: "mono" }, key),
-        el("td", { class: "mono" }, r.client_id || "—"),
+        el("td", { class: "mono owner", title: r.member_id }, owner),
         el("td", { class: "num" }, r.committed === null ? "—" : r.committed),
         el("td", { class: "num" }, r.log_end === null ? "—" : r.log_end),
         el("td", { class: r.lag ? "num lag" : "num" }, lag),
-        el("td", { class: "bar" }, el("span", { style: `width:${Math.round(100 * (r.lag || 0) / maxLag)}%` })));
+        el("td", { class: "bar", title: r.lag ? `lag ${r.lag}` : null },
+          el("span", { style: `width:${barWidth(r.lag, maxLag)}%` })));
     })));
   return el("article", { class: "group", "data-group": view.group, "data-generation": view.generation, "data-state": view.state },
     el("h2", {}, view.group, " ",
       el("span", { class: `state state-${view.state}` }, view.state)),
     el("dl", {},
-      el("dt", {}, "generation"), el("dd", { class: "generation" }, view.generation),
-      el("dt", {}, "protocol"), el("dd", {}, `${view.type} · ${view.protocol_type || "—"} / ${view.protocol || "—"}`),
-      el("dt", {}, "members"), el("dd", {}, view.members.length),
-      el("dt", {}, "lag"), el("dd", { class: "total-lag" }, view.lag)),
+      el("div", {}, el("dt", {}, "generation"), el("dd", { class: "generation" }, view.generation)),
+      el("div", {}, el("dt", {}, "protocol"), el("dd", {}, `${view.type} · ${view.protocol_type || "—"} / ${view.protocol || "—"}`)),
+      el("div", {}, el("dt", {}, "members"), el("dd", {}, view.members.length)),
+      el("div", {}, el("dt", {}, "lag"), el("dd", { class: "total-lag" }, view.lag))),
     el("div", { class: "columns" }, members, offsets),
     movedNow.size ? el("p", { class: "legend" }, el("span", { class: "chip moved" }, "highlighted"),
       ` moved in the rebalance to generation ${view.generation}`) : null);
@@ -79,8 +100,11 @@ function renderGroup(view) {
 function renderGroups() {
   const section = document.getElementById("groups");
   const ids = [...groups.keys()].sort();
-  section.replaceChildren(...(ids.length ? ids.map((id) => renderGroup(groups.get(id)))
-    : [el("p", { class: "empty" }, "No groups yet.")]));
+  const maxLag = Math.max(0, ...[...groups.values()].flatMap((v) => v.offsets.map((r) => r.lag || 0)));
+  let note = "No groups yet.";
+  if (!loaded) note = loadProblem ? `Loading… (${loadProblem}; trying again)` : "Loading…";
+  section.replaceChildren(...(ids.length ? ids.map((id) => renderGroup(groups.get(id), maxLag))
+    : [el("p", { class: "empty" }, note)]));
 }
 
 function renderTimeline() {
@@ -94,19 +118,29 @@ function renderTimeline() {
     return el("tr", { "data-group": e.group, "data-generation": e.generation },
       el("td", { class: "mono" }, when(e.started || e.ts)),
       el("td", { class: "mono" }, e.group),
-      el("td", { class: "num" }, e.generation),
-      el("td", { title: e.reason }, why),
-      el("td", { class: "num" }, e.duration_ms === undefined ? "—" : `${Math.round(e.duration_ms)} ms`),
-      el("td", { class: "num" }, e.members === undefined ? "—" : e.members),
+      el("td", { class: "num", "data-label": "generation" }, e.generation),
+      el("td", { class: "why", title: e.reason }, why),
+      el("td", { class: "num", "data-label": "took" }, e.duration_ms === undefined ? "—" : `${Math.round(e.duration_ms)} ms`),
+      el("td", { class: "num", "data-label": "members" }, e.members === undefined ? "—" : e.members),
       el("td", { class: "moves" }, moves.length ? moves : el("span", { class: "muted" },
         e.type === "consumer" ? "epoch bump: members reconcile on their own" : "none")));
   }));
 }
 
 async function fetchGroups() {
-  const resp = await fetch("/api/groups");
-  if (!resp.ok) return;
-  const body = await resp.json();
+  let body;
+  try {
+    const resp = await fetch("/api/groups");
+    if (!resp.ok) throw new Error(`the broker answered ${resp.status}`);
+    body = await resp.json();
+  } catch (err) {
+    if (!loaded) {
+      loadProblem = err instanceof TypeError ? "the broker does not answer" : err.message;
+      renderGroups();
+    }
+    return;
+  }
+  loaded = true;
   groups.clear();
   for (const view of body.groups) groups.set(view.group, view);
   renderGroups();
