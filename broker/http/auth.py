@@ -74,8 +74,10 @@ class HttpSecurity:
                 return _unauthorized(request, "wrong token in the query")
             # the cookie for the browser, and the address again without the token in it
             query = {k: v for k, v in request.query.items() if k != "token"}
-            where = str(request.rel_url.with_query(query))
-            resp = web.Response(status=303, headers={"Location": where})
+            # a path, never "//host/...": the redirect stays on this listener
+            where = request.rel_url.with_query(query)
+            location = "/" + str(where).lstrip("/")
+            resp = web.Response(status=303, headers={"Location": location})
             resp.set_cookie(
                 COOKIE,
                 self.cookie_value,
