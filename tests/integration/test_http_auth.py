@@ -165,6 +165,8 @@ async def test_visiting_with_the_token_sets_a_strict_cookie_for_the_page(
                 assert await resp.content.readline() == b"retry: 2000\n"
         async with aiohttp.ClientSession() as http, http.get(f"{base}/api/groups") as resp:
             assert resp.status == 401  # another client, no cookie
+        code, headers = await status(f"{base}//elsewhere.example/x?token={TOKEN}&a=1")
+        assert code == 303 and headers["Location"] == "/elsewhere.example/x?a=1"  # a path
 
 
 async def test_the_live_page_works_in_a_browser_after_one_visit_with_the_token(
