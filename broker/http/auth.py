@@ -107,7 +107,8 @@ def _unauthorized(request: web.Request, why: str) -> web.Response:
     log.info("http_refused", path=request.path, remote=request.remote, why=why)
     return web.Response(
         status=401,
-        text="unauthorized: send 'Authorization: Bearer TOKEN' (--http-auth-token-file)\n",
+        text="unauthorized: send 'Authorization: Bearer TOKEN', or open /?token=TOKEN once in "
+        "a browser (the token of --http-auth-token-file)\n",
         headers={"WWW-Authenticate": 'Bearer realm="kgroupd"'},
     )
 

@@ -129,17 +129,17 @@ async def test_the_token_guards_every_path_but_the_probes(token_file: Path) -> N
         for path in ("/healthz", "/readyz"):
             assert (await status(base + path))[0] == 200
         for path in PROTECTED:
-            code, headers = await status(base + path)
-            assert code == 401, path
-            assert headers["WWW-Authenticate"].startswith("Bearer")
+            async with aiohttp.ClientSession() as http, http.get(base + path) as resp:
+                assert resp.status == 401, path
+                assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+                assert "/?token=TOKEN" in await resp.text()
             for wrong in ("Bearer nope", f"Bearer {TOKEN}x", f"Basic {TOKEN}", TOKEN):
                 assert (await status(base + path, {"Authorization": wrong}))[0] == 401
             code, _ = await status(base + path, {"Authorization": f"Bearer {TOKEN}"})
             assert code == 200, path
-        code, headers = await status(
-            base + "/api/groups", {"Cookie": f"kgroupd_http_token={TOKEN}"}
-        )
-        assert code == 401  # the cookie holds an HMAC of the token, not the token
+        # the cookie holds an HMAC of the token, not the token
+        cookie = {"Cookie": f"kgroupd_http_token={TOKEN}"}
+        assert (await status(base + "/api/groups", cookie))[0] == 401
 
 
 async def test_visiting_with_the_token_sets_a_strict_cookie_for_the_page(
@@ -215,6 +215,14 @@ async def test_a_bad_token_file_stops_start_up_with_one_line(
     line = err.strip()
     assert line.startswith(f"kgroupd: error: --http-auth-token-file {path}: ")
     assert why in line and "\n" not in line
+
+
+async def test_the_token_file_may_come_from_the_environment(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    env = {"KGROUPD_HTTP_AUTH_TOKEN_FILE": str(missing)}
+    code, _out, err = await run_to_end("--port", "0", env=env)
+    assert code == 2
+    assert err.strip().startswith(f"kgroupd: error: --http-auth-token-file {missing}: cannot read")
 
 
 async def test_a_token_file_others_may_read_is_warned_about_and_never_logged(
