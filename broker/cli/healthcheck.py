@@ -2,18 +2,22 @@
 (its
 data dir loaded and its Kafka listeners accepting), 1 otherwise: the container's
 HEALTHCHECK. Under ``--no-http`` it asks the first Kafka listener for ApiVersions instead.
+``/readyz`` needs no token or client certificate; under ``--http-ssl`` it is asked over HTTPS
+without checking the broker's certificate (the probe only asks whether it is ready).
 Reads the same flags and ``KGROUPD_*`` variables as the broker; ``--timeout`` seconds
 (default 3)."""
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from kgroupd.broker.config.http import bind_host
 from kgroupd.broker.config.settings import ConfigError, load_config
 from kgroupd.protocol.messages import lookup
 
@@ -22,11 +26,16 @@ __all__ = ["check", "main", "ready"]
 _ANY = ("", "0.0.0.0", "::")
 
 
-def ready(host: str, port: int, timeout: float) -> str | None:
-    """None if ``http://host:port/readyz`` answers 200, else why not."""
-    url = f"http://{host}:{port}/readyz"
+def ready(host: str, port: int, timeout: float, https: bool = False) -> str | None:
+    """None if ``http://host:port/readyz`` (or https) answers 200, else why not."""
+    url = f"{'https' if https else 'http'}://{host}:{port}/readyz"
+    context = None
+    if https:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             return None if resp.status == 200 else f"{url} answered {resp.status}"
     except urllib.error.HTTPError as exc:
         return f"{url} answered {exc.code}: {exc.read().decode(errors='replace').strip()}"
@@ -70,13 +79,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         del args[i : i + 2]
     try:
         config = load_config(args)
-        listener = config.listener_list()[0]
+        listeners = config.listener_list()
+        listener = listeners[0]
     except ConfigError as exc:
         print(f"healthcheck: {exc}", file=sys.stderr)
         return 1
     if config.http:
-        host = config.http_host if config.http_host is not None else listener.host
-        problem = ready("127.0.0.1" if host in _ANY else host, config.http_port, timeout)
+        host, _ = bind_host(config.http_host, listeners)
+        where = "127.0.0.1" if host in _ANY else host
+        problem = ready(where, config.http_port, timeout, config.http_ssl)
     else:
         host = listener.host if listener.host not in _ANY else "127.0.0.1"
         problem = check(host, listener.port, timeout)

@@ -141,8 +141,10 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
     # the HTTP listener and metrics (kgroupd.broker.config.http)
     http: bool = True
-    http_host: str | None = None  # None: the first Kafka listener's host
+    http_host: str | None = None  # None: 127.0.0.1 or the first Kafka listener's host
     http_port: int = 8080
+    http_auth_token_file: str | None = None  # kgroupd.broker.http.auth
+    http_ssl: bool = False
     metrics: bool = True
     metrics_max_groups: int = 1000
 
@@ -491,7 +493,7 @@ def validate(config: BrokerConfig) -> None:
     if config.message_max_bytes > config.max_request_bytes:
         raise ConfigError("--message-max-bytes is above --max-request-bytes")
     problem = security_options.check(config, config.listener_list())  # Kafka's reasons
-    if problem is None and config.http and config.http_host == "":
-        problem = "--http-host must not be empty (0.0.0.0 listens on every address)"
+    if problem is None:
+        problem = http_options.check(config)
     if problem is not None:
         raise ConfigError(problem)

@@ -1,8 +1,9 @@
 """The HTTP listener: ``/healthz``, ``/readyz``, ``/metrics`` and (``kgroupd.broker.http.api``) the
 JSON API, ``/api/events`` and the live page, on the broker's own event
 loop (aiohttp's low-level ``AppRunner`` and ``TCPSite``: no thread, no second loop, and a
-scrape is one short callback between Kafka requests). Unauthenticated: bind it to loopback
-(``--http-host 127.0.0.1``) or keep it behind a firewall."""
+scrape is one short callback between Kafka requests). Open to whoever reaches it unless
+``--http-auth-token-file`` or ``--http-ssl`` with client certificates says otherwise
+(``kgroupd.broker.http.auth``); ``/healthz`` and ``/readyz`` are always open."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import Metric
 
 from kgroupd.broker.http.api import Api
+from kgroupd.broker.http.auth import HttpSecurity
 
 log = structlog.get_logger("kgroupd.http")
 
@@ -31,6 +33,7 @@ class HttpListener:
         ready: Callable[[], str | None],
         collect: Callable[[], Iterable[Metric]] | None,
         api: Api | None = None,
+        security: HttpSecurity | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -38,10 +41,11 @@ class HttpListener:
         self._collect = collect  # None: --no-metrics
         self._runner: web.AppRunner | None = None
         self.api = api
+        self.security = security or HttpSecurity()
 
     async def start(self) -> int:
         """Bind and serve; the bound port (``--http-port 0`` binds a free one)."""
-        app = web.Application()
+        app = web.Application(middlewares=self.security.middlewares())
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -49,7 +53,13 @@ class HttpListener:
             self.api.routes(app)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
+        site = web.TCPSite(
+            runner,
+            self.host or None,
+            self.port,
+            reuse_address=True,
+            ssl_context=self.security.tls,
+        )
         try:
             await site.start()
         except OSError as exc:
@@ -63,7 +73,14 @@ class HttpListener:
         server = site._server
         sockets = getattr(server, "sockets", None) or ()
         self.port = sockets[0].getsockname()[1] if sockets else self.port
-        log.info("http_listening", host=self.host or "*", port=self.port)
+        log.info(
+            "http_listening",
+            host=self.host or "*",
+            port=self.port,
+            scheme="https" if self.security.tls is not None else "http",
+            token=self.security.token is not None,
+            client_certs=self.security.client_certs,
+        )
         return self.port
 
     async def stop(self) -> None:

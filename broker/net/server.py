@@ -17,6 +17,7 @@ from kgroupd.broker.config.storage import default_max_memory_bytes
 from kgroupd.broker.coordinator import GroupCoordinator, LoopTimers
 from kgroupd.broker.coordinator.events import GroupEvents, TeeEvents
 from kgroupd.broker.http.api import Api
+from kgroupd.broker.http.auth import http_settings
 from kgroupd.broker.http.listener import HttpListener
 from kgroupd.broker.http.live import LiveEvents
 from kgroupd.broker.http.metrics import BrokerCollector
@@ -281,8 +282,9 @@ def tls_context(config: BrokerConfig) -> ssl.SSLContext:
 
 
 def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
-    """``--http-host`` (default: the first Kafka listener's host) and ``--http-port``; with
-    metrics on, this broker's collector."""
+    """``--http-host`` (default: the first Kafka listener's host, 127.0.0.1 when a Kafka
+    listener is secured), ``--http-port`` and who may use it; with metrics on, this broker's
+    collector."""
     config = server.config
     collect = None
     if server.stats is not None:
@@ -296,9 +298,9 @@ def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
             return None
         return "loading the data dir" if server._broker is None else "starting the listeners"
 
-    host = config.http_host if config.http_host is not None else kafka_host
+    host, security = http_settings(config)
     api = Api(lambda: server._broker, server.live)
-    return HttpListener(host, config.http_port, not_ready, collect, api)
+    return HttpListener(host, config.http_port, not_ready, collect, api, security)
 
 
 def open_broker(
