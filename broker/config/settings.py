@@ -139,6 +139,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
     # the HTTP listener and metrics (kgroupd.broker.config.http)
     http: bool = True
+    test_controls: bool = False  # /api/test/*: injected errors, the clock (docs/testing.md)
     http_host: str | None = None  # None: the first Kafka listener's host
     http_port: int = 8080
     metrics: bool = True
