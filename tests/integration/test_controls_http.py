@@ -2,7 +2,7 @@
 (404) without --test-controls; bad control requests answered 400 with the reason; injected
 errors answered, filtered by client id and group, delayed, or closing the connection, then
 gone; pending rules listed and cleared; a forced rebalance and an expired member of a real
-aiokafka group."""
+aiokafka group and of a KIP-848 consumer group, whose silent member a clock move fences."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tests.support.groups import (
     decode_response,
     wait_until,
 )
+from tests.support.kafka_wire import WireClient
 
 METADATA = 3
 TOPIC = "controls"
@@ -239,3 +240,37 @@ async def test_forced_rebalance_and_expired_member_of_an_aiokafka_group(
         await consumer.stop()
     status, answer = await http(server, "POST", "/api/test/groups/nope/rebalance")
     assert status == 404 and answer["error"] == "GROUP_ID_NOT_FOUND"
+
+
+async def test_group_controls_on_a_kip848_consumer_group(server: KafkaServer) -> None:
+    async with await WireClient.connect(server.port) as wire:
+        body: dict[str, Any] = {
+            "group_id": "cg",
+            "member_id": "cg-member-0001",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": 10_000,
+            "subscribed_topic_names": [TOPIC],
+            "topic_partitions": [],
+        }
+        first = await wire.request(68, 1, body)
+        assert first["error_code"] == 0, first
+        epoch = first["member_epoch"]
+        status, answer = await http(server, "POST", "/api/test/groups/cg/rebalance")
+        assert status == 200 and answer["type"] == "consumer"
+        assert answer["group_epoch"] == epoch + 1  # bumped
+        steady = {"group_id": "cg", "member_id": "cg-member-0001", "member_epoch": epoch}
+        again = await wire.request(68, 1, steady)
+        assert again["error_code"] == 0 and again["member_epoch"] == epoch + 1, again
+        path = "/api/test/groups/cg/members/cg-member-0001/expire"
+        assert (await http(server, "POST", path))[0] == 200
+        gone = await wire.request(68, 1, steady | {"member_epoch": epoch + 1})
+        assert gone["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID, gone
+        # a member that stops heartbeating is fenced by a clock move past its session (45 s)
+        rejoined = await wire.request(68, 1, body | {"member_id": "cg-member-0002"})
+        assert rejoined["error_code"] == 0
+        moved = await http(server, "POST", "/api/test/clock", {"advance_ms": 46_000})
+        assert moved[0] == 200 and moved[1]["fired"] >= 1
+        late = {"group_id": "cg", "member_id": "cg-member-0002", "member_epoch": 0}
+        late["member_epoch"] = rejoined["member_epoch"]
+        fenced = await wire.request(68, 1, late)
+        assert fenced["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID, fenced
