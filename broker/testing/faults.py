@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from kgroupd.broker.handlers import HANDLERS
+from kgroupd.broker.net.connection import _Close
 from kgroupd.protocol.api_names import API_NAMES
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.framing import encode_response, parse_request_header
@@ -193,7 +194,7 @@ class ErrorInjector:
         self, conn: KafkaConnection, frame: bytes, spec: MessageSpec, corr: int
     ) -> bytes | tuple[Awaitable[Any], MessageSpec, int] | None:
         """None: handle the request as usual. Else what the connection does instead: framed
-        answer bytes, or an awaitable answer (a delay), or nothing (the connection closed)."""
+        answer bytes, or an awaitable answer (a delay); ``_Close`` closes the connection."""
         if self._through and id(frame) in self._through:
             self._through.discard(id(frame))
             return None
@@ -216,8 +217,8 @@ class ErrorInjector:
         if rule.disconnect:
             if rule.delay_ms:
                 return self._later(conn, rule, frame, request, spec), spec, corr
-            conn._close("disconnected by the test controls", error=False)
-            return None
+            # the connection answers what came before, then closes
+            raise _Close("disconnected by the test controls")
         if rule.delay_ms:
             return self._later(conn, rule, frame, request, spec), spec, corr
         assert rule.error is not None

@@ -187,8 +187,12 @@ async def test_delay_then_error_and_disconnect(server: KafkaServer) -> None:
         assert (await http(server, "POST", "/api/test/errors", rule))[0] == 200
     async with await RawConnection.open(f"127.0.0.1:{server.port}", "app") as conn:
         assert (await conn.call(LIST_GROUPS, 2))["error_code"] == 15
+        # pipelined behind a request answered as usual, which still gets its answer
+        corr, before = conn.frame(OFFSET_FETCH, 5, group_id="g", topics=[(TOPIC, [0])])
         _corr, frame = conn.frame(LIST_GROUPS, 2)
-        conn.writer.write(frame)
+        conn.writer.write(before + frame)
+        got, body = await conn.read_frame()
+        assert got == corr and decode_response(OFFSET_FETCH, 5, body)["error_code"] == 0
         with pytest.raises(asyncio.IncompleteReadError):
             await conn.read_frame()  # closed, nothing answered
     async with await RawConnection.open(f"127.0.0.1:{server.port}", "app") as conn:
