@@ -5,6 +5,8 @@
   expires it at once and the live member takes its partitions; nothing waits 45 s.
 - idempotent producers (aiokafka and confluent-kafka) meet three injected
   NOT_LEADER_OR_FOLLOWER answers and still deliver every record exactly once.
+- an aiokafka transaction left open is aborted by a clock move past its timeout (60 s): its
+  commit is refused and a read_committed consumer never sees its record.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
 from confluent_kafka import Producer
 
 from kgroupd.broker.testing import ThreadedBroker
@@ -26,9 +29,8 @@ WAIT_S = 20.0  # well under the session timeout: passing means the move expired 
 
 @pytest.fixture
 def broker() -> Iterator[ThreadedBroker]:
-    with ThreadedBroker(
-        create_topics=["silent:4", "idem-aio:3", "idem-rdk:3"], initial_rebalance_delay_ms=0
-    ) as b:
+    topics = ["silent:4", "idem-aio:3", "idem-rdk:3", "txn:1"]
+    with ThreadedBroker(create_topics=topics, initial_rebalance_delay_ms=0) as b:
         yield b
 
 
@@ -197,3 +199,39 @@ def test_confluent_idempotent_producer_meets_three_not_leader(broker: ThreadedBr
     assert producer.flush(WAIT_S) == 0
     assert failed == []
     expect_met(broker, "idem-rdk")
+
+
+async def test_a_clock_move_aborts_a_transaction_left_open(broker: ThreadedBroker) -> None:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        transactional_id="left-open",
+        transaction_timeout_ms=60_000,
+    )
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send_and_wait("txn", b"never-committed", partition=0)
+        moved = broker.controls.advance_clock(70_000)
+        assert moved["fired"] >= 1
+        with pytest.raises(KafkaError):
+            await producer.commit_transaction()  # the coordinator aborted it and fenced us
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        tp = TopicPartition("txn", 0)
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        assert end >= 2  # the record and the abort marker: the last stable offset moved on
+        seen: list[bytes | None] = []
+        while await consumer.position(tp) < end:
+            for batch in (await consumer.getmany(tp, timeout_ms=500)).values():
+                seen.extend(r.value for r in batch)
+        assert seen == []
+    finally:
+        await consumer.stop()
