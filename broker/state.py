@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -63,6 +63,9 @@ class Broker:
         # What the hot path counts for /metrics (kgroupd.broker.http.metrics); None under
         # --no-metrics
         self.stats: BrokerStats | None = None
+        # --test-controls: API key -> the injected-error hook (kgroupd.broker.testing.faults);
+        # empty unless an error is pending
+        self.injected: dict[int, Any] = {}
 
     def state_synced(self) -> asyncio.Future[None] | None:
         """After a coordinator write: a future for it being durable (fsync=always), or None."""

@@ -64,6 +64,12 @@ BOOL_OPTIONS: list[tuple[str, str, str]] = [
         "collect the Prometheus metrics served on /metrics (--no-metrics: none collected; "
         "/metrics answers 404)",
     ),
+    (
+        "test-controls",
+        "test_controls",
+        "serve the test controls on the HTTP listener (/api/test/*: injected errors, a clock "
+        "tests can move, forced rebalances; docs/testing.md); never in production",
+    ),
 ]
 
 

@@ -141,6 +141,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
     # the HTTP listener and metrics (kgroupd.broker.config.http)
     http: bool = True
+    test_controls: bool = False  # /api/test/*: injected errors, the clock (docs/testing.md)
     http_host: str | None = None  # None: 127.0.0.1 or the first Kafka listener's host
     http_port: int = 8080
     http_auth_token_file: str | None = None  # kgroupd.broker.http.auth

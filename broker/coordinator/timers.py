@@ -101,6 +101,13 @@ class LoopTimers:
         # While the data dir loads on a worker thread: key -> (delay ms, op), armed on the
         # loop by ``release`` (the loop's timer calls are not thread-safe).
         self._held: dict[str, tuple[int, Op]] | None = None
+        # The test controls' clock move (``advance``): added to every deadline's clock and to
+        # ``now_ms``; 0 unless --test-controls moved it. While ``advance`` runs, the due
+        # entries in time order (new ones scheduled by their ops join it).
+        self._offset_s = 0.0
+        self._seq = itertools.count()
+        self._due: list[tuple[float, int, str, _Entry]] | None = None
+        self._target = 0.0
 
     def hold(self) -> None:
         """Keep what is scheduled from now on, unarmed, until ``release``."""
@@ -115,22 +122,66 @@ class LoopTimers:
     def now_ms(self) -> int:
         # Wall-clock time, as Kafka's: it stamps commits and group state that are persisted
         # and compared after a restart. Deadlines below use the loop's monotonic clock.
-        return int(time.time() * 1000)
+        return int((time.time() + self._offset_s) * 1000)
+
+    @property
+    def offset_ms(self) -> int:
+        """How far ``advance`` has moved this clock ahead of real time."""
+        return round(self._offset_s * 1000)
+
+    def advance(self, ms: int) -> int:
+        """Move the clock ``ms`` ahead at once (the test controls): every op that falls due
+        runs now, in time order (ties: schedule order), each seeing the clock at its own due
+        time; ops scheduled by those ops run too if due within the move. Real time keeps
+        running on top. Returns how many ops ran."""
+        loop_now = self._loop.time()
+        self._target = target = loop_now + self._offset_s + max(ms, 0) / 1000.0
+        due = [(e.due, e.seq, k, e) for k, e in self._live.items() if e.due <= target]
+        heapq.heapify(due)
+        self._due = due
+        ran = 0
+        try:
+            while due:
+                at, _seq, key, entry = heapq.heappop(due)
+                if self._live.get(key) is not entry:
+                    continue  # cancelled or replaced since
+                if entry.due != at:  # pushed back since: in order at its new time
+                    if entry.due <= target:
+                        heapq.heappush(due, (entry.due, entry.seq, key, entry))
+                    continue
+                self._offset_s = max(self._offset_s, at - self._loop.time())
+                del self._live[key]
+                entry.handle.cancel()
+                self._dispatch(entry.op)
+                ran += 1
+        finally:
+            self._due = None
+            self._offset_s = max(self._offset_s, target - self._loop.time())
+            # what is still to come fires at its deadline on the moved clock
+            for key, entry in self._live.items():
+                entry.handle.cancel()
+                entry.handle = self._loop.call_at(
+                    entry.due - self._offset_s, self._fire, key, entry
+                )
+        return ran
 
     def schedule(self, key: str, delay_ms: int, op: Op) -> None:
         if self._held is not None:
             self._held[key] = (delay_ms, op)
             return
-        due = self._loop.time() + max(delay_ms, 0) / 1000.0
+        offset = self._offset_s
+        due = self._loop.time() + offset + max(delay_ms, 0) / 1000.0
         entry = self._live.get(key)
-        if entry is not None and entry.handle.when() <= due:
+        if entry is not None and entry.handle.when() + offset <= due:
             entry.due = due
             entry.op = op
             return
         self.cancel(key)
-        entry = _Entry(due, op)
-        entry.handle = self._loop.call_at(due, self._fire, key, entry)
+        entry = _Entry(due, op, next(self._seq))
+        entry.handle = self._loop.call_at(due - offset, self._fire, key, entry)
         self._live[key] = entry
+        if self._due is not None and due <= self._target:
+            heapq.heappush(self._due, (due, entry.seq, key, entry))
 
     def cancel(self, key: str) -> None:
         if self._held is not None:
@@ -142,8 +193,8 @@ class LoopTimers:
     def _fire(self, key: str, entry: _Entry) -> None:
         if self._live.get(key) is not entry:
             return
-        if self._loop.time() < entry.due:
-            entry.handle = self._loop.call_at(entry.due, self._fire, key, entry)
+        if self._loop.time() + self._offset_s < entry.due:
+            entry.handle = self._loop.call_at(entry.due - self._offset_s, self._fire, key, entry)
             return
         del self._live[key]
         self._dispatch(entry.op)
@@ -160,9 +211,10 @@ class LoopTimers:
 
 
 class _Entry:
-    __slots__ = ("due", "handle", "op")
+    __slots__ = ("due", "handle", "op", "seq")
 
-    def __init__(self, due: float, op: Op) -> None:
+    def __init__(self, due: float, op: Op, seq: int) -> None:
         self.due = due
         self.op = op
+        self.seq = seq
         self.handle: asyncio.TimerHandle

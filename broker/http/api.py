@@ -17,6 +17,7 @@ from kgroupd.broker.http.live import QUEUE_LIMIT, LiveEvents
 from kgroupd.broker.http.views import group_view, groups_view, topics_view
 
 if TYPE_CHECKING:
+    from kgroupd.broker.http.test_controls import TestControlsApi
     from kgroupd.broker.state import Broker
 
 log = structlog.get_logger("kgroupd.http")
@@ -27,9 +28,15 @@ _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
 class Api:
-    def __init__(self, broker: Callable[[], Broker | None], live: LiveEvents) -> None:
+    def __init__(
+        self,
+        broker: Callable[[], Broker | None],
+        live: LiveEvents,
+        test_controls: TestControlsApi | None = None,  # --test-controls: /api/test/*
+    ) -> None:
         self._broker = broker
         self.live = live
+        self.test_controls = test_controls
 
     def routes(self, app: web.Application) -> None:
         app.router.add_get("/", self._index)
@@ -38,6 +45,8 @@ class Api:
         app.router.add_get("/api/groups/{group}", self._group)
         app.router.add_get("/api/topics", self._topics)
         app.router.add_get("/api/events", self._events)
+        if self.test_controls is not None:
+            self.test_controls.routes(app)
 
     def _loaded(self) -> Broker:
         broker = self._broker()

@@ -392,6 +392,11 @@ class KafkaConnection(asyncio.Protocol):
             )
         spec = lookup(api_key, version)
         assert spec is not None
+        injected = self.broker.injected
+        if injected and api_key in injected:  # --test-controls: an injected error is pending
+            answer = injected[api_key](self, frame, spec, corr)
+            if answer is not None or self.closing:
+                return cast(Any, answer)
         started = _clock()
         try:
             header = parse_request_header(frame, spec.flexible)

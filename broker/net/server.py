@@ -21,6 +21,7 @@ from kgroupd.broker.http.auth import http_settings
 from kgroupd.broker.http.listener import HttpListener
 from kgroupd.broker.http.live import LiveEvents
 from kgroupd.broker.http.metrics import BrokerCollector
+from kgroupd.broker.http.test_controls import TestControlsApi
 from kgroupd.broker.log.budget import MemoryBudget
 from kgroupd.broker.log.cleaner import LogCleaner
 from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
@@ -37,6 +38,7 @@ from kgroupd.broker.security.tls import TlsProtocol, server_context
 from kgroupd.broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
 from kgroupd.broker.stats import BrokerStats
 from kgroupd.broker.storage.offsets_topic_state import OffsetsTopicState
+from kgroupd.broker.testing.controls import BrokerControls
 from kgroupd.broker.transactions import open_transactions
 
 log = structlog.get_logger("kgroupd.server")
@@ -69,6 +71,7 @@ class KafkaServer:
         # group events for /api/events and the rebalance log lines
         self.live = LiveEvents(lambda: self._broker)
         self.ready = False  # the data dir loaded and the Kafka listeners accept (/readyz)
+        self.controls: BrokerControls | None = None  # --test-controls
 
     @property
     def broker(self) -> Broker:
@@ -111,6 +114,8 @@ class KafkaServer:
         finish()
         self.timers.release()
         self._broker = broker
+        if self.config.test_controls:
+            self.controls = BrokerControls(broker, self.timers)
         events: GroupEvents = self.live
         if self.stats is not None:
             broker.stats = self.stats
@@ -299,7 +304,8 @@ def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
         return "loading the data dir" if server._broker is None else "starting the listeners"
 
     host, security = http_settings(config)
-    api = Api(lambda: server._broker, server.live)
+    controls = TestControlsApi(lambda: server.controls) if config.test_controls else None
+    api = Api(lambda: server._broker, server.live, controls)
     return HttpListener(host, config.http_port, not_ready, collect, api, security)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from kgroupd.broker.config.settings import BrokerConfig, TopicSpec
 from kgroupd.broker.net.server import KafkaServer
+from kgroupd.broker.testing.controls import ThreadControls
 
 
 @asynccontextmanager
@@ -80,12 +81,20 @@ class ThreadedBroker:
 
     Settings are ``BrokerConfig`` fields (``data_dir``, ``listeners``, ``create_topics`` as
     ``"name:partitions"``, ``log_level``...); without ``listeners`` it listens on 127.0.0.1
-    on a free port.
+    on a free port. The test controls are on (``broker.controls``, ``broker.http`` +
+    ``/api/test/...``) unless ``test_controls=False``.
     """
 
     def __init__(self, **settings: Any) -> None:
         self.settings = _settings(
-            {"host": "127.0.0.1", "port": 0, "http_port": 0, "log_level": "warning"} | settings
+            {
+                "host": "127.0.0.1",
+                "port": 0,
+                "http_port": 0,
+                "log_level": "warning",
+                "test_controls": True,
+            }
+            | settings
         )
         self.server: KafkaServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -122,6 +131,27 @@ class ThreadedBroker:
     @property
     def bootstrap(self) -> str:
         return next(iter(self.bootstraps.values()))
+
+    @property
+    def http(self) -> str:
+        """``http://host:port`` of the HTTP listener (the test controls are under /api/test)."""
+        assert self.server is not None and self.server.http is not None, "no HTTP listener"
+        return f"http://{self.server.http.host or '127.0.0.1'}:{self.server.http.port}"
+
+    @property
+    def controls(self) -> ThreadControls:
+        """The test controls (on unless started with ``test_controls=False``)::
+
+        broker.controls.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", count=3)
+        broker.controls.advance_clock(46_000)        # sessions of 45 s expire now
+        broker.controls.rebalance("my-group")
+        broker.controls.expire_member("my-group", member_id)
+        """
+        server = self.server
+        assert server is not None and self._loop is not None, "not running"
+        if server.controls is None:
+            raise RuntimeError("the test controls are off (test_controls=False)")
+        return ThreadControls(self._loop, server.controls)
 
     def stop(self, timeout: float = 30.0) -> None:
         """A clean stop (what --data-dir holds is flushed, as on SIGTERM)."""

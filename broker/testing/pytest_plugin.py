@@ -14,6 +14,16 @@ use it). Topics and groups persist across the tests of a session: give each test
 
 Settings are the broker's configuration fields (``data_dir``, ``listeners``,
 ``create_topics``, ``log_level``, ...), see ``kgroupd.broker.testing.ThreadedBroker``.
+
+``kgroupd_controls``: the test controls of the session's broker (every fixture's broker has
+them on; ``broker.controls`` for one of ``kgroupd_broker``'s)::
+
+    def test_retries(kgroupd_controls, kgroupd_bootstrap):
+        kgroupd_controls.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", count=3)
+        kgroupd_controls.advance_clock(46_000)   # sessions of 45 s expire now
+
+``kgroupd_session_broker``: the session's ``ThreadedBroker`` itself (``.http`` is the base
+URL of its HTTP listener, where the same controls are under ``/api/test``; docs/testing.md).
 """
 
 from __future__ import annotations
@@ -25,17 +35,33 @@ import pytest
 
 if TYPE_CHECKING:
     from kgroupd.broker.testing.brokers import ThreadedBroker
+    from kgroupd.broker.testing.controls import ThreadControls
 
-__all__ = ["kgroupd_bootstrap", "kgroupd_broker"]
+__all__ = ["kgroupd_bootstrap", "kgroupd_broker", "kgroupd_controls", "kgroupd_session_broker"]
 
 
 @pytest.fixture(scope="session")
-def kgroupd_bootstrap() -> Iterator[str]:
-    """``host:port`` of a kgroupd shared by the session (in memory, 127.0.0.1)."""
+def kgroupd_session_broker() -> Iterator[ThreadedBroker]:
+    """The kgroupd shared by the session (in memory, 127.0.0.1, test controls on)."""
     from kgroupd.broker.testing.brokers import ThreadedBroker
 
     with ThreadedBroker() as broker:
-        yield broker.bootstrap
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kgroupd_bootstrap(kgroupd_session_broker: ThreadedBroker) -> str:
+    """``host:port`` of a kgroupd shared by the session (in memory, 127.0.0.1)."""
+    return kgroupd_session_broker.bootstrap
+
+
+@pytest.fixture
+def kgroupd_controls(kgroupd_session_broker: ThreadedBroker) -> Iterator[ThreadControls]:
+    """The session broker's test controls; errors a test injected and left pending are
+    cleared when it ends (the clock stays where it was moved: it only goes forward)."""
+    controls = kgroupd_session_broker.controls
+    yield controls
+    controls.clear_errors()
 
 
 @pytest.fixture

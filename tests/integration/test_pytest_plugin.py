@@ -1,8 +1,9 @@
 """The pytest plugin as a user meets it: a test suite of its own (no conftest, no
 ``pytest_plugins`` line) in a fresh directory, run by pytest in a subprocess, uses the
 ``kgroupd_bootstrap`` and ``kgroupd_broker`` fixtures with real clients: an async aiokafka test
-and a sync confluent-kafka one on the session broker, and a broker with a data dir, a topic
-and two listeners whose committed offset survives ``restart()``."""
+and a sync confluent-kafka one on the session broker, the ``kgroupd_controls`` fixture (an
+idempotent confluent-kafka producer meets two injected NOT_LEADER_OR_FOLLOWER), and a broker
+with a data dir, a topic and two listeners whose committed offset survives ``restart()``."""
 
 from __future__ import annotations
 
@@ -35,6 +36,15 @@ def test_sync_client_on_the_same_broker(kgroupd_bootstrap):
     md = c.list_topics(timeout=10)
     assert "user-async" in md.topics  # the first test's topic: one broker per session
     c.close()
+
+
+def test_controls_of_the_session_broker(kgroupd_controls, kgroupd_bootstrap):
+    rule = kgroupd_controls.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", count=2)
+    assert rule["count"] == 2
+    p = Producer({"bootstrap.servers": kgroupd_bootstrap, "enable.idempotence": True})
+    p.produce("user-controls", b"x")
+    assert p.flush(10) == 0
+    assert kgroupd_controls.pending_errors() == []  # both met, then delivered
 
 
 def test_a_broker_with_settings_keeps_offsets_across_restart(kgroupd_broker, tmp_path):
@@ -70,4 +80,4 @@ def test_an_installed_kgroupd_gives_any_suite_its_fixtures(tmp_path: Path) -> No
         timeout=180,
     )
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-3000:]
-    assert "3 passed" in proc.stdout, proc.stdout
+    assert "4 passed" in proc.stdout, proc.stdout
