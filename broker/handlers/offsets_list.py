@@ -12,8 +12,6 @@ at least it.
 
 from __future__ import annotations
 
-from aiokafka.record.default_records import DefaultRecordBatch
-
 from kgroupd.broker.handlers.fetch import LEADER_EPOCH, check_leader_epoch
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.log.partition import PartitionLog
@@ -53,6 +51,8 @@ def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
         return max_timestamp_offset(log)
+    from aiokafka.record.default_records import DefaultRecordBatch  # all of aiokafka: 0.1 s
+
     start = log.log_start_offset
     while True:  # as Kafka's FileRecords.searchForTimestamp: batch after batch
         stored = log.batch_at_timestamp(timestamp, start)
@@ -71,6 +71,8 @@ def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
 def max_timestamp_offset(log: PartitionLog) -> tuple[int, int]:
     """ListOffsets -3: the offset and timestamp of the record with the largest timestamp
     (the first such record); (-1, -1) for an empty log."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
     best: tuple[int, int] = (-1, -1)
     for stored in log.max_timestamp_batches():
         if stored.max_timestamp <= best[1] and best[0] >= 0:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import struct
 import zlib
 
-import cramjam
-
+# cramjam (snappy, lz4, zstd) is imported by the functions that use it: only a compressed
+# batch of a compacted topic (or a key check of one) needs it
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 NAMES = {0: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 
@@ -47,6 +47,8 @@ class TooLarge(BadCompression):
 
 def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
     """``data`` decompressed with ``codec``, at most ``limit`` bytes."""
+    import cramjam
+
     try:
         if codec == GZIP:
             return _gunzip(data, limit)
@@ -62,6 +64,8 @@ def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
 
 
 def compress(codec: int, data: bytes) -> bytes:
+    import cramjam
+
     if codec == GZIP:
         c = zlib.compressobj(6, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
@@ -121,6 +125,8 @@ def _unsnappy(data: bytes, limit: int) -> bytes:
 
 
 def _raw_snappy(data: bytes, limit: int) -> bytes:
+    import cramjam
+
     if cramjam.snappy.decompress_raw_len(data) > limit:
         raise TooLarge(f"snappy: more than {limit} bytes")
     return bytes(cramjam.snappy.decompress_raw(data))
@@ -129,6 +135,8 @@ def _raw_snappy(data: bytes, limit: int) -> bytes:
 def _unlz4(data: bytes, limit: int) -> bytes:
     """An LZ4 frame (any a producer writes: linked or independent blocks, checksums, content
     size), block by block so that no block exceeds the limit."""
+    import cramjam
+
     if data[:4] != _LZ4_MAGIC or len(data) < 7:
         raise BadCompression("lz4: not an LZ4 frame")
     flg, bd = data[4], data[5]
@@ -168,12 +176,16 @@ def _unlz4(data: bytes, limit: int) -> bytes:
 
 
 def _unzstd(data: bytes | memoryview, limit: int) -> bytes:
+    import cramjam
+
     return _bounded_into(cramjam.zstd.decompress_into, data, limit, "zstd")
 
 
 def _bounded_into(into: object, data: bytes | memoryview, limit: int, name: str) -> bytes:
     """``into(data, buffer)`` with a buffer grown (doubled) until it holds the output, at most
     ``limit + 1`` bytes: cramjam fails "failed to write whole buffer" while it is short."""
+    import cramjam
+
     size = min(limit + 1, max(64 * 1024, 4 * len(data)))
     while True:
         out = bytearray(size)

@@ -10,14 +10,15 @@ persists them under ``--data-dir`` (``scram-credentials.json``, written atomical
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import scramp
+# hashlib, hmac, pathlib and scramp are imported where used: a broker without SASL users
+# (and without --data-dir) needs none of them
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DEFAULT_ITERATIONS = 4096  # Kafka's ScramCredentialUtils default and minimum
 MAX_ITERATIONS = 16384  # Kafka's ScramMechanism maximum
@@ -48,6 +49,9 @@ class ScramCredential:
 def _keys(mechanism: str, salted_password: bytes) -> tuple[bytes, bytes]:
     """RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
     HMAC(SaltedPassword, "Server Key")."""
+    import hashlib
+    import hmac
+
     name = _HASHES[mechanism]
     client_key = hmac.digest(salted_password, b"Client Key", name)
     return hashlib.new(name, client_key).digest(), hmac.digest(salted_password, b"Server Key", name)
@@ -71,6 +75,8 @@ class CredentialStore:
     def set_password(self, user: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:
         """Credentials for every SCRAM mechanism (as ``kafka-configs --add-config
         'SCRAM-SHA-256=[password=...],SCRAM-SHA-512=[password=...]'`` makes)."""
+        import scramp  # only when a password is set: a broker without SASL never needs it
+
         creds = {}
         for mechanism in MECHANISM_IDS:
             salt, stored, server, i = scramp.ScramMechanism(mechanism).make_auth_info(
@@ -99,6 +105,9 @@ class CredentialStore:
 
     def check_plain(self, user: str, password: str) -> bool:
         """The password against the user's SCRAM credential (the strongest there is)."""
+        import hashlib
+        import hmac
+
         creds = self.users.get(user, {})
         for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
             cred = creds.get(mechanism)
@@ -153,7 +162,8 @@ class CredentialStore:
 def read_users_file(path: str) -> list[tuple[str, str]]:
     """``USER:PASSWORD`` per line (the first colon splits), ``#`` comments, blank lines."""
     try:
-        text = Path(path).read_text()
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except OSError as exc:
         raise SecuritySetupError(f"--sasl-users {path}: {exc.strerror or exc}") from None
     users: list[tuple[str, str]] = []
@@ -174,7 +184,11 @@ def read_users_file(path: str) -> list[tuple[str, str]]:
 
 def open_store(data_dir: str | None, users_file: str | None) -> CredentialStore:
     """The credentials stored under ``data_dir``, then the users file's over them."""
-    store = CredentialStore(Path(data_dir) / FILE_NAME if data_dir else None)
+    store = CredentialStore(None)
+    if data_dir:
+        from pathlib import Path
+
+        store.path = Path(data_dir) / FILE_NAME
     try:
         store.load()
     except (OSError, ValueError, KeyError) as exc:
