@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from kgroupd.broker.config.http import DEFAULT_HTTP_PORT
 from kgroupd.broker.config.settings import ConfigError, load_config
 from kgroupd.protocol.messages import lookup
 
@@ -76,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if config.http:
         host = config.http_host if config.http_host is not None else listener.host
-        problem = ready("127.0.0.1" if host in _ANY else host, config.http_port, timeout)
+        port = DEFAULT_HTTP_PORT if config.http_port is None else config.http_port
+        problem = ready("127.0.0.1" if host in _ANY else host, port, timeout)
     else:
         host = listener.host if listener.host not in _ANY else "127.0.0.1"
         problem = check(host, listener.port, timeout)
