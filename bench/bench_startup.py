@@ -3,7 +3,7 @@
 after a produce run.
 
     python bench/bench_startup.py [--broker kgroupd|tansu|both] [--runs 20]
-                                  [--compare-rev c966aaf] [--no-rss]
+                                  [--kgroupd-rev REV] [--compare-rev c966aaf] [--no-rss]
 
 Start-up: spawn a server on a free loopback port and poll-connect every millisecond until the
 connection is accepted (the clock starts just before the spawn); then send one ApiVersions
@@ -13,9 +13,9 @@ v0 and time its answer too. Median (and min/max) of ``--runs`` spawns of each, i
 - ``asyncio server``: ``bench/_bare_server.py``, a bare ``asyncio.start_server`` script (the
   interpreter, asyncio and one listener), spawned as kgroupd is (same interpreter,
   environment and bytecode cache). Target (issue 24): kgroupd within 2x of it.
-- ``kgroupd``: the working tree as users start it, the ``kgroupd`` console script, with
-  default flags but the address (``--host 127.0.0.1 --port P``): in memory, logging at info,
-  HTTP on 8080 (or a free port when 8080 is taken).
+- ``kgroupd``: the working tree as users start it, the ``kgroupd`` console script (or
+  ``--kgroupd-rev``'s tree), with default flags but the address (``--host 127.0.0.1 --port
+  P``): in memory, logging at info, HTTP on 8080 (or a free port when 8080 is taken).
 - ``kgroupd, no bytecode cache``: the same compiling ``broker/`` and ``protocol/`` at every
   start (``PYTHONDONTWRITEBYTECODE=1``), as this repository's dev setup starts it.
 - ``kgroupd @ REV`` for each ``--compare-rev``: a ``git archive`` of that commit, started
@@ -75,13 +75,13 @@ def servers(kinds: list[str], compare: list[str]) -> list[Server]:
         def default_flags(src: Path | None) -> Callable[[int], list[str]]:
             return lambda port: h.kgroupd_command_for(src, port, quiet=False, free_http_port=False)
 
-        found.append(Server(KGROUPD, default_flags(None), env, cwd))
-        raw_env, raw_cwd = h.kgroupd_env(None, bytecode=False)
-        found.append(Server(NO_CACHE, default_flags(None), raw_env, raw_cwd))
+        src = h.KGROUPD_SRC  # the working tree, or --kgroupd-rev's
+        found.append(Server(KGROUPD, default_flags(src), *h.kgroupd_env(src)))
+        found.append(Server(NO_CACHE, default_flags(src), *h.kgroupd_env(src, bytecode=False)))
         for rev in compare:
-            sha, src = h.kgroupd_rev_src(rev)
-            rev_env, rev_cwd = h.kgroupd_env(src)
-            found.append(Server(f"kgroupd @ {sha[:7]}", default_flags(src), rev_env, rev_cwd))
+            sha, rev_src = h.kgroupd_rev_src(rev)
+            label = f"kgroupd @ {sha[:7]}"
+            found.append(Server(label, default_flags(rev_src), *h.kgroupd_env(rev_src)))
     if "tansu" in kinds:
         found.append(Server("tansu", h.tansu_command, None, h.ROOT))
     return found
@@ -198,7 +198,6 @@ def ms(seconds: float) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     h.add_common_args(ap)
-    ap.set_defaults(broker="kgroupd")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument(
         "--compare-rev",
@@ -211,8 +210,6 @@ def main() -> int:
     ap.add_argument("--no-rss", dest="rss", action="store_false", help="skip the RSS part")
     args = ap.parse_args()
     h.apply_common_args(args)
-    if h.KGROUPD_SRC is not None:
-        raise SystemExit("--kgroupd-rev: use --compare-rev here (the working tree is measured)")
     kinds = h.kinds_for(args.broker)
     machine = h.machine()
     variants = servers(kinds, args.compare_rev)
