@@ -100,11 +100,9 @@ def kgroupd_command(port: int) -> list[str]:
 def kgroupd_command_for(
     src: Path | None, port: int, *, quiet: bool = True, free_http_port: bool = True
 ) -> list[str]:
-    """kgroupd on 127.0.0.1:``port`` from the working tree (``src`` None: the console script
-    when installed) or from a ``git archive`` (``kgroupd_rev_src``: ``python -m``, as that
-    revision was run). ``quiet``: ``--log-level warning``; ``free_http_port``: ``--http-port
-    0`` (/metrics, /readyz), so two brokers never collide on 8080; a source tree from before
-    the HTTP listener has no such flag."""
+    """kgroupd on 127.0.0.1:``port`` from the working tree (``src`` None) or a ``git archive``
+    (``kgroupd_rev_src``); ``quiet``: ``--log-level warning``; ``free_http_port``: ``--http-port
+    0``, so two brokers never collide on 8080 (a tree from before HTTP has no such flag)."""
     script = Path(sys.executable).parent / "kgroupd"
     if src is not None:
         module = "broker" if (src / OLD_LAYOUT).exists() else "kgroupd.broker"
@@ -128,13 +126,10 @@ def process_env(kind: str, bytecode: bool = True) -> tuple[dict[str, str] | None
 
 def kgroupd_env(src: Path | None, bytecode: bool = True) -> tuple[dict[str, str], Path]:
     """Environment and working directory for kgroupd from the working tree (``src`` None) or
-    a ``git archive`` of a revision, and for anything spawned to compare with it.
-
-    It gets its own bytecode cache under .cache/pycache (written on first start), as a
-    ``pip install`` would have compiled it: this environment sets PYTHONDONTWRITEBYTECODE,
-    so the editable sources would otherwise be compiled at every start. ``bytecode=False``
-    measures exactly that (no cache read or written).
-    """
+    a ``git archive``, and for anything spawned to compare with it. It gets its own bytecode
+    cache under .cache/pycache (written on first start), as a ``pip install`` would have
+    compiled it: this environment sets PYTHONDONTWRITEBYTECODE, so the editable sources
+    would otherwise be compiled at every start. ``bytecode=False`` measures exactly that."""
     env = dict(os.environ)
     cwd = ROOT
     if src is not None:
