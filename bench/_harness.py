@@ -76,35 +76,48 @@ KGROUPD_ENV: dict[str, str] = {}
 
 def kgroupd_command(port: int) -> list[str]:
     """The installed console script when it is there (what users run), else ``-m
-    kgroupd.broker``."""
+    kgroupd.broker``; warnings only, and a free HTTP port."""
+    return kgroupd_command_for(KGROUPD_SRC, port)
+
+
+def kgroupd_command_for(
+    src: Path | None, port: int, *, quiet: bool = True, free_http_port: bool = True
+) -> list[str]:
+    """kgroupd on 127.0.0.1:``port`` from the working tree (``src`` None) or a ``git archive``
+    (``kgroupd_rev_src``); ``quiet``: ``--log-level warning``; ``free_http_port``: ``--http-port
+    0``, so two brokers never collide on 8080 (a tree from before HTTP has no such flag)."""
     script = Path(sys.executable).parent / "kgroupd"
-    if KGROUPD_SRC is not None:
-        base = [sys.executable, "-m", "kgroupd.broker"]
+    if src is not None:
+        module = "broker" if (src / OLD_LAYOUT).exists() else "kgroupd.broker"
+        base = [sys.executable, "-m", module]
     else:
         base = [str(script)] if script.exists() else [sys.executable, "-m", "kgroupd.broker"]
-    command = [*base, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    # a free HTTP port (/metrics, /readyz), so two brokers never collide on 8080; a source
-    # tree from before the HTTP listener (KGROUPD_SRC) has no such flag
-    if KGROUPD_SRC is None or next((KGROUPD_SRC / "broker").rglob("http*"), None):
+    command = [*base, "--host", "127.0.0.1", "--port", str(port)]
+    if quiet:
+        command += ["--log-level", "warning"]
+    if free_http_port and (src is None or next((src / "broker").rglob("http*"), None)):
         command += ["--http-port", "0"]
     return command
 
 
 def process_env(kind: str, bytecode: bool = True) -> tuple[dict[str, str] | None, Path]:
-    """Environment and working directory for a broker process.
-
-    kgroupd gets its own bytecode cache under .cache/pycache (written on first start), as a
-    ``pip install`` would have compiled it: this environment sets PYTHONDONTWRITEBYTECODE,
-    so the editable sources would otherwise be compiled at every start. ``bytecode=False``
-    measures exactly that (no cache read or written).
-    """
+    """Environment and working directory for a broker process (kgroupd's: ``kgroupd_env``)."""
     if kind != "kgroupd":
         return None, ROOT
+    return kgroupd_env(KGROUPD_SRC, bytecode)
+
+
+def kgroupd_env(src: Path | None, bytecode: bool = True) -> tuple[dict[str, str], Path]:
+    """Environment and working directory for kgroupd from the working tree (``src`` None) or
+    a ``git archive``, and for anything spawned to compare with it. It gets its own bytecode
+    cache under .cache/pycache (written on first start), as a ``pip install`` would have
+    compiled it: this environment sets PYTHONDONTWRITEBYTECODE, so the editable sources
+    would otherwise be compiled at every start. ``bytecode=False`` measures exactly that."""
     env = dict(os.environ)
     cwd = ROOT
-    if KGROUPD_SRC is not None:
-        env["PYTHONPATH"] = str(KGROUPD_SRC)
-        cwd = KGROUPD_SRC
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+        cwd = src
     env.update(KGROUPD_ENV)
     if bytecode:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -116,12 +129,20 @@ def process_env(kind: str, bytecode: bool = True) -> tuple[dict[str, str] | None
 
 
 def use_kgroupd_rev(rev: str) -> str:
-    """Extract ``rev``'s broker/ and protocol/ (and assignors/) into .cache and run those.
+    """Run kgroupd (every broker this script starts) from ``rev`` (``kgroupd_rev_src``)."""
+    global KGROUPD_SRC
+    sha, KGROUPD_SRC = kgroupd_rev_src(rev)
+    return sha
+
+
+def kgroupd_rev_src(rev: str) -> tuple[str, Path]:
+    """Extract ``rev``'s broker/ and protocol/ (and assignors/) into .cache: its short sha and
+    the folder to run (``kgroupd_command_for``, ``kgroupd_env``).
 
     The archive gets a ``kgroupd/`` folder of links to them, as the installed names: ``python
     -m kgroupd.broker`` runs it whatever the revision. A revision from before the one import
-    name (its code imports ``broker.x``) is marked, so in-process imports alias the names."""
-    global KGROUPD_SRC
+    name (its code imports ``broker.x``) is marked, so in-process imports alias the names
+    (and it is run as ``python -m broker``, as it was then)."""
     sha = git("rev-parse", "--verify", f"{rev}^{{commit}}")
     dest = ROOT / ".cache" / "kgroupd-src" / sha[:12]
     if not (dest / "kgroupd").exists():
@@ -139,8 +160,7 @@ def use_kgroupd_rev(rev: str) -> str:
         (dest / "kgroupd").mkdir()
         for name in ("broker", "protocol", "assignors"):
             (dest / "kgroupd" / name).symlink_to(Path("..") / name)
-    KGROUPD_SRC = dest
-    return sha[:12]
+    return sha[:12], dest
 
 
 def git(*args: str) -> str:

@@ -7,7 +7,7 @@ version ranges.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,22 +55,43 @@ class MessageSpec:
         return self.response.decode(data, offset)
 
 
-def _collect() -> dict[tuple[int, int], MessageSpec]:
-    found: dict[tuple[int, int], MessageSpec] = {}
-    for api_key, (lo, hi) in SERVED.items():
-        req, resp = DEFINITIONS[api_key]
-        for version in range(lo, hi + 1):
-            found[(api_key, version)] = MessageSpec(
-                api_key, version, req.codec(version), resp.codec(version)
-            )
-    return found
-
-
-MESSAGES: dict[tuple[int, int], MessageSpec] = _collect()
+# (api_key, version) -> its codecs, built when first looked up: a broker builds the few
+# dozen its clients use, not the four hundred it serves.
+_BUILT: dict[tuple[int, int], MessageSpec] = {}
 
 
 def lookup(api_key: int, version: int) -> MessageSpec | None:
-    return MESSAGES.get((api_key, version))
+    """The codecs of a served version; None for a version or API not in ``SERVED``."""
+    spec = _BUILT.get((api_key, version))
+    if spec is None:
+        served = SERVED.get(api_key)
+        if served is None or not served[0] <= version <= served[1]:
+            return None
+        req, resp = DEFINITIONS[api_key]
+        spec = MessageSpec(api_key, version, req.codec(version), resp.codec(version))
+        _BUILT[(api_key, version)] = spec
+    return spec
+
+
+class _Messages(Mapping[tuple[int, int], MessageSpec]):
+    """Every served (api_key, version) and its codecs, built on first use."""
+
+    def __getitem__(self, key: tuple[int, int]) -> MessageSpec:
+        spec = lookup(*key)
+        if spec is None:
+            raise KeyError(key)
+        return spec
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for api_key, (lo, hi) in SERVED.items():
+            for version in range(lo, hi + 1):
+                yield api_key, version
+
+    def __len__(self) -> int:
+        return sum(hi - lo + 1 for lo, hi in SERVED.values())
+
+
+MESSAGES: Mapping[tuple[int, int], MessageSpec] = _Messages()
 
 
 def served_range(api_key: int) -> tuple[int, int] | None:

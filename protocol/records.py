@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from crc32c import crc32c
+from kgroupd.protocol.crc import crc32c
 
 HEADER_SIZE = 61
 _BASE_OFFSET = struct.Struct(">q")

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
-from kgroupd.broker.config.http import bind_host
+from kgroupd.broker.config.http import DEFAULT_HTTP_PORT, bind_host
 from kgroupd.broker.config.settings import ConfigError, load_config
 from kgroupd.protocol.messages import lookup
 
@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.http:
         host, _ = bind_host(config.http_host, listeners)
         where = "127.0.0.1" if host in _ANY else host
-        problem = ready(where, config.http_port, timeout, config.http_ssl)
+        port = DEFAULT_HTTP_PORT if config.http_port is None else config.http_port
+        problem = ready(where, port, timeout, config.http_ssl)
     else:
         host = listener.host if listener.host not in _ANY else "127.0.0.1"
         problem = check(host, listener.port, timeout)

@@ -1,18 +1,19 @@
-"""``kgroupd``: run the broker (``python -m kgroupd.broker`` is the same); ``kgroupd groups ...``
-and
-``kgroupd topics ...`` are the admin tools (``kgroupd.broker.cli.tools``)."""
+"""``kgroupd``: run the broker (``python -m kgroupd.broker`` is the same); ``kgroupd groups
+...`` and ``kgroupd topics ...`` are the admin tools (``kgroupd.broker.cli.tools``)."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
 import sys
-from collections.abc import Coroutine, Sequence
-from typing import Any
 
-from kgroupd.broker.config.logging import configure_logging
-from kgroupd.broker.config.settings import BrokerConfig, ConfigError, load_config
+# Only what reading the flags needs is imported up front: ``kgroupd --version`` imports
+# nothing else (not even typing), ``--help`` no asyncio, and a broker what its settings use
+# (SASL, TLS and the HTTP listener only when configured; kgroupd.broker.net.server).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Coroutine, Sequence
+    from typing import Any
+
+    from kgroupd.broker.config.settings import BrokerConfig
 
 
 class ShutdownError(Exception):
@@ -20,6 +21,9 @@ class ShutdownError(Exception):
 
 
 async def serve(config: BrokerConfig) -> None:
+    import asyncio
+    import signal
+
     from kgroupd.broker.net.server import KafkaServer
 
     stop = asyncio.Event()
@@ -46,6 +50,8 @@ def run(coro: Coroutine[Any, Any, None]) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover
+        import asyncio
+
         asyncio.run(coro)
         return
     uvloop.run(coro)
@@ -62,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _main(argv)
         sys.stdout.flush()  # what is still buffered may meet the closed pipe only now
     except BrokenPipeError:
+        import os
+
         # Python would try to flush stdout again at exit and print that it failed
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -76,32 +84,49 @@ def _main(argv: Sequence[str] | None) -> int:
         from kgroupd.broker.cli.tools import main as admin_main
 
         return admin_main(args)
+    if args == ["--version"]:  # what argparse's --version prints, without building it
+        from kgroupd.broker.config.version import version
+
+        print(f"kgroupd {version()}")
+        return 0
     if "-h" in args or "--help" in args:
         from kgroupd.broker.cli.tools import TOOLS_HELP
 
         print(TOOLS_HELP)
+    from kgroupd.broker.config.settings import ConfigError, load_config
+
     try:
-        config = load_config(argv)
+        config = load_config(args)
     except ConfigError as exc:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 2
+    from kgroupd.broker.config.logging import configure_logging
+
     configure_logging(config.log_format, config.log_level)
+    try:
+        run(serve(config))
+    except Exception as exc:
+        code = _exit_code(exc)
+        if code is None:
+            raise
+        print(f"kgroupd: error: {exc}", file=sys.stderr)
+        return code
+    return 0
+
+
+def _exit_code(exc: Exception) -> int | None:
+    """2 for settings that cannot be used (the data dir, TLS files, users), 1 for what failed
+    while running (a port taken, a disk full), None for a bug (raised as it is)."""
+    # imported here: the storage modules would be imported for nothing by a run in memory
     from kgroupd.broker.security.credentials import SecuritySetupError
     from kgroupd.broker.storage.datadir import DataDirError
     from kgroupd.broker.storage.entries import StorageError
 
-    try:
-        run(serve(config))
-    except (DataDirError, StorageError, SecuritySetupError) as exc:
-        print(f"kgroupd: error: {exc}", file=sys.stderr)
+    if isinstance(exc, (DataDirError, StorageError, SecuritySetupError)):
         return 2
-    except ShutdownError as exc:
-        print(f"kgroupd: error: {exc}", file=sys.stderr)
+    if isinstance(exc, (ShutdownError, OSError)):
         return 1
-    except OSError as exc:
-        print(f"kgroupd: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return None
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from kgroupd.broker.config.types import at_least_one, port
 
 SECURED_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
 LOOPBACK = "127.0.0.1"
+DEFAULT_HTTP_PORT = 8080  # when --http-port is not given; taken, a free port instead
 
 # (flag, BrokerConfig field, type, help)
 OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
@@ -38,7 +39,9 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "--http-port",
         "http_port",
         port,
-        "port of the HTTP listener; 0 binds a free port (logged as 'http_listening')",
+        "port of the HTTP listener; 0 binds a free port (logged as 'http_listening'); "
+        "unset: 8080, or a free port when 8080 is taken (logged as 'http_port_taken'); a "
+        "port given here or in the variable that cannot be bound stops start-up",
     ),
     (
         "--metrics-max-groups",

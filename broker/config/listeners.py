@@ -16,7 +16,6 @@ makes one listener named PLAINTEXT. Every protocol of the map is served
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 
 __all__ = [
@@ -175,5 +174,7 @@ def build_listeners(
 def advertised_address(listener: Listener, bound_port: int) -> tuple[str, int]:
     host = listener.advertised_host
     if host is None:
+        import socket
+
         host = socket.gethostname() if listener.host in ("0.0.0.0", "::", "") else listener.host
     return host, listener.advertised_port or bound_port

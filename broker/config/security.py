@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from kgroupd.broker.config.listeners import Listener
 from kgroupd.broker.config.types import at_least_one, non_negative, truth
-from kgroupd.broker.security.sasl import MECHANISMS
-from kgroupd.broker.security.tls import CLIENT_AUTH
+
+if TYPE_CHECKING:
+    from kgroupd.broker.config.listeners import Listener
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+# The SASL mechanisms kgroupd offers (``kgroupd.broker.security.sasl``) and the values of
+# --ssl-client-auth (``kgroupd.broker.security.tls``): named here, so reading the flags
+# imports neither scramp nor ssl.
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+CLIENT_AUTH = ("none", "requested", "required")
 
 
 def _mechanisms(text: str) -> str:

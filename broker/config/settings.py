@@ -6,11 +6,8 @@ A flag beats its environment variable, which beats the default (Kafka's, where K
 from __future__ import annotations
 
 import argparse
-import base64
 import os
-import socket
 import sys
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -22,23 +19,15 @@ from kgroupd.broker.config import security as security_options
 from kgroupd.broker.config import storage as storage_options
 from kgroupd.broker.config.listeners import Listener, ListenerError, build_listeners
 from kgroupd.broker.config.types import at_least_one, non_negative, port, truth
-from kgroupd.broker.log.topics import TopicError, validate_topic_name
+from kgroupd.broker.config.version import version
 
 
 def new_cluster_id() -> str:
     """Kafka's cluster ids are a random UUID in URL-safe base64 without padding."""
+    import base64
+    import uuid
+
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def version() -> str:
-    """The installed kgroupd's version (pyproject.toml's)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("kgroupd")
-    except PackageNotFoundError:  # pragma: no cover (run from a source tree)
-        return "unknown"
 
 
 class ConfigError(Exception):
@@ -143,7 +132,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     http: bool = True
     test_controls: bool = False  # /api/test/*: injected errors, the clock (docs/testing.md)
     http_host: str | None = None  # None: 127.0.0.1 or the first Kafka listener's host
-    http_port: int = 8080
+    http_port: int | None = None  # None: 8080, or a free port when 8080 is taken
     http_auth_token_file: str | None = None  # kgroupd.broker.http.auth
     http_ssl: bool = False
     metrics: bool = True
@@ -172,6 +161,8 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     def advertised(self, bound_port: int) -> tuple[str, int]:
         host = self.advertised_host
         if host is None:
+            import socket
+
             host = socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host
         return host, self.advertised_port or bound_port
 
@@ -191,6 +182,8 @@ def _bytes_or_unbounded(text: str) -> int | None:
 
 
 def _topic_spec(text: str) -> TopicSpec:
+    from kgroupd.broker.log.topics import TopicError, validate_topic_name
+
     name, sep, count = text.rpartition(":")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME:PARTITIONS")

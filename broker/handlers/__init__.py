@@ -1,23 +1,17 @@
-"""One module per API. Importing this package registers every handler."""
+"""One module per API, imported when the first request of its API arrives
+(``registry.entry_for``; ``registry.HOMES`` names each API's module). ``HANDLERS`` read from
+this package holds every handler: reading it imports them all."""
 
-from kgroupd.broker.handlers import (  # noqa: F401
-    acls,
-    admin,
-    api_versions,
-    configs,
-    consumer_groups,
-    delete_records,
-    fetch,
-    group_offsets,
-    groups,
-    groups_admin,
-    metadata,
-    offsets_list,
-    produce,
-    security,
-    share,
-    transactions,
-)
-from kgroupd.broker.handlers.registry import HANDLERS, RequestContext, handler, supported_versions
+from typing import Any
+
+from kgroupd.broker.handlers.registry import RequestContext, handler, supported_versions
 
 __all__ = ["HANDLERS", "RequestContext", "handler", "supported_versions"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HANDLERS":
+        from kgroupd.broker.handlers.registry import load_all
+
+        return load_all()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,7 @@ v0 body carrying UNSUPPORTED_VERSION and our ranges (see the connection), never 
 from __future__ import annotations
 
 from kgroupd.broker.handlers.registry import (
-    HANDLERS,
+    HOMES,
     Fields,
     RequestContext,
     handler,
@@ -31,7 +31,7 @@ FINALIZED_FEATURES_EPOCH = 1
 
 def features() -> list[tuple[str, int, int]]:
     """The features this kgroupd implements: (name, min, max)."""
-    return [(name, lo, hi) for name, (api, lo, hi) in FEATURES.items() if api in HANDLERS]
+    return [(name, lo, hi) for name, (api, lo, hi) in FEATURES.items() if api in HOMES]
 
 
 def api_versions_body(error: ErrorCode, transaction_version: int = 2) -> Fields:

@@ -62,6 +62,7 @@ def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
         return max_timestamp_offset(log)
+
     start = log.log_start_offset
     while True:  # as Kafka's FileRecords.searchForTimestamp: batch after batch
         stored = log.batch_at_timestamp(timestamp, start)
@@ -79,6 +80,7 @@ def _lookup(log: PartitionLog, timestamp: int) -> tuple[int, int]:
 def max_timestamp_offset(log: PartitionLog) -> tuple[int, int]:
     """ListOffsets -3: the offset and timestamp of the record with the largest timestamp
     (the first such record); (-1, -1) for an empty log."""
+
     best: tuple[int, int] = (-1, -1)
     for stored in log.max_timestamp_batches():
         if stored.max_timestamp <= best[1] and best[0] >= 0:

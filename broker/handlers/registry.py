@@ -1,18 +1,21 @@
 """The handler registry: which API versions the broker serves, and the function for each.
 
 ApiVersions is answered from this table, so what is advertised is what is implemented.
+A handler's module is imported when the first request of its API arrives (``entry_for``):
+``HOMES`` names it, and ``SERVED`` (``kgroupd.protocol.schemas``) is every handler's range.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from kgroupd.protocol.messages import lookup, served_range
+from kgroupd.protocol.schemas import DEFINITIONS, SERVED
 
 if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
@@ -81,35 +84,69 @@ class HandlerEntry:
     decoder: Decoder | None = None
 
 
+# The handlers of the modules imported so far (``load_all`` imports every one).
 HANDLERS: dict[int, HandlerEntry] = {}
 
+# api_key -> the module of this package that handles it.
+HOMES: dict[int, str] = {
+    0: "produce",
+    1: "fetch",
+    2: "offsets_list",
+    3: "metadata",
+    **dict.fromkeys((8, 9, 47), "group_offsets"),
+    **dict.fromkeys((10, 11, 12, 13, 14), "groups"),
+    **dict.fromkeys((15, 16, 42), "groups_admin"),
+    **dict.fromkeys((17, 36, 50, 51), "security"),
+    18: "api_versions",
+    **dict.fromkeys((19, 20, 32, 37), "admin"),
+    21: "delete_records",
+    **dict.fromkeys((22, 24, 25, 26, 28, 61, 65, 66), "transactions"),
+    **dict.fromkeys((29, 30, 31), "acls"),
+    **dict.fromkeys((33, 44), "configs"),
+    **dict.fromkeys((68, 69), "consumer_groups"),
+    **dict.fromkeys((76, 78, 79), "share"),
+}
 
-def handler(
-    api_key: int,
-    min_version: int | None = None,
-    max_version: int | None = None,
-    decoder: Decoder | None = None,
-) -> Callable[[HandlerFn], HandlerFn]:
-    """Register ``fn`` for ``api_key``. Its versions are the served table's range
-    (``kgroupd.protocol.schemas.SERVED``) for which a definition exists; ``min_version`` and
-    ``max_version`` narrow it further."""
+
+def handler(api_key: int, decoder: Decoder | None = None) -> Callable[[HandlerFn], HandlerFn]:
+    """Register ``fn`` for ``api_key``, for the served table's range of versions
+    (``kgroupd.protocol.schemas.SERVED``: what ApiVersions advertises)."""
 
     def register(fn: HandlerFn) -> HandlerFn:
         if api_key in HANDLERS:
             raise RuntimeError(f"two handlers for api key {api_key}")
-        served = served_range(api_key)
+        served = SERVED.get(api_key)
         if served is None:
             raise RuntimeError(f"api key {api_key} is not in the served table")
-        lo = served[0] if min_version is None else max(min_version, served[0])
-        hi = served[1] if max_version is None else min(max_version, served[1])
-        for v in range(lo, hi + 1):
-            if lookup(api_key, v) is None:
-                raise RuntimeError(f"api key {api_key} v{v} has no message definition")
-        HANDLERS[api_key] = HandlerEntry(api_key, lo, hi, fn, decoder)
+        if api_key not in DEFINITIONS:
+            raise RuntimeError(f"api key {api_key} has no message definition")
+        # each version's codecs are built when first used (tests/broker/test_registry.py
+        # builds every one)
+        HANDLERS[api_key] = HandlerEntry(api_key, served[0], served[1], fn, decoder)
         return fn
 
     return register
 
 
+def entry_for(api_key: int) -> HandlerEntry | None:
+    """The handler of ``api_key``, its module imported on first use; None: not served."""
+    entry = HANDLERS.get(api_key)
+    if entry is None:
+        home = HOMES.get(api_key)
+        if home is None:
+            return None
+        importlib.import_module(f"{__package__}.{home}")
+        entry = HANDLERS.get(api_key)
+    return entry
+
+
+def load_all() -> dict[int, HandlerEntry]:
+    """Every handler registered (tests, tools listing them): ``HANDLERS`` complete."""
+    for home in sorted(set(HOMES.values())):
+        importlib.import_module(f"{__package__}.{home}")
+    return HANDLERS
+
+
 def supported_versions() -> list[tuple[int, int, int]]:
-    return sorted((e.api_key, e.min_version, e.max_version) for e in HANDLERS.values())
+    """(api_key, min, max) of every API a handler serves, as ApiVersions lists them."""
+    return sorted((api_key, *SERVED[api_key]) for api_key in HOMES)

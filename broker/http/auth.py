@@ -22,7 +22,6 @@ from aiohttp.typedefs import Middleware
 
 from kgroupd.broker.config.http import TokenFileError, bind_host, exposed, read_token
 from kgroupd.broker.security.credentials import SecuritySetupError
-from kgroupd.broker.security.tls import server_context
 
 if TYPE_CHECKING:
     from kgroupd.broker.config.settings import BrokerConfig
@@ -142,6 +141,8 @@ def http_security(
         # stay open to probes; the middleware demands it on every other path.
         asked = "none" if client_auth == "none" else "requested"
         try:
+            from kgroupd.broker.security.tls import server_context
+
             context = server_context(certfile, keyfile, cafile, asked)
         except (OSError, ssl.SSLError) as exc:
             files = ", ".join(n for n in (certfile, keyfile, cafile) if n)

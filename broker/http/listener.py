@@ -8,6 +8,7 @@ scrape is one short callback between Kafka requests). Open to whoever reaches it
 from __future__ import annotations
 
 import asyncio
+import errno
 from collections.abc import Callable, Iterable
 
 import structlog
@@ -34,9 +35,12 @@ class HttpListener:
         collect: Callable[[], Iterable[Metric]] | None,
         api: Api | None = None,
         security: HttpSecurity | None = None,
+        fallback: bool = False,
     ) -> None:
         self.host = host
         self.port = port
+        # the port was not asked for (the default 8080): when it is taken, take a free one
+        self.fallback = fallback
         self._ready = ready  # None when ready, else why not
         self._collect = collect  # None: --no-metrics
         self._runner: web.AppRunner | None = None
@@ -53,15 +57,14 @@ class HttpListener:
             self.api.routes(app)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(
-            runner,
-            self.host or None,
-            self.port,
-            reuse_address=True,
-            ssl_context=self.security.tls,
-        )
+        requested = self.port
         try:
-            await site.start()
+            try:
+                site = await self._bind(runner, requested)
+            except OSError as exc:
+                if not (self.fallback and exc.errno == errno.EADDRINUSE):
+                    raise
+                site = await self._bind(runner, 0)
         except OSError as exc:
             await runner.cleanup()
             where = f"{self.host or '*'}:{self.port}"
@@ -73,6 +76,8 @@ class HttpListener:
         server = site._server
         sockets = getattr(server, "sockets", None) or ()
         self.port = sockets[0].getsockname()[1] if sockets else self.port
+        if self.port != requested and requested != 0:
+            log.warning("http_port_taken", requested=requested, port=self.port, flag="--http-port")
         log.info(
             "http_listening",
             host=self.host or "*",
@@ -82,6 +87,17 @@ class HttpListener:
             client_certs=self.security.client_certs,
         )
         return self.port
+
+    async def _bind(self, runner: web.AppRunner, port: int) -> web.TCPSite:
+        site = web.TCPSite(
+            runner, self.host or None, port, reuse_address=True, ssl_context=self.security.tls
+        )
+        try:
+            await site.start()
+        except OSError:
+            await site.stop()  # unregistered from the runner: another site may be tried
+            raise
+        return site
 
     async def stop(self) -> None:
         if self.api is not None:

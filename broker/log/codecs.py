@@ -23,8 +23,8 @@ from __future__ import annotations
 import struct
 import zlib
 
-import cramjam
-
+# cramjam (snappy, lz4, zstd) is imported by the functions that use it: only a compressed
+# batch of a compacted topic (or a key check of one) needs it
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 NAMES = {0: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 
@@ -49,6 +49,8 @@ class TooLarge(BadCompression):
 
 def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
     """``data`` decompressed with ``codec``, at most ``limit`` bytes."""
+    import cramjam
+
     try:
         if codec == GZIP:
             return _gunzip(data, limit)
@@ -64,6 +66,8 @@ def decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes:
 
 
 def compress(codec: int, data: bytes) -> bytes:
+    import cramjam
+
     if codec == GZIP:
         c = zlib.compressobj(6, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
@@ -125,6 +129,8 @@ def _unsnappy(data: bytes, limit: int) -> bytes:
 
 
 def _raw_snappy(data: bytes, limit: int) -> bytes:
+    import cramjam
+
     if cramjam.snappy.decompress_raw_len(data) > limit:
         raise TooLarge(f"snappy: more than {limit} bytes")
     return bytes(cramjam.snappy.decompress_raw(data))
@@ -135,6 +141,8 @@ def _unlz4(data: bytes, limit: int) -> bytes:
     size), read by lz4's own frame decoder, so that every check a consumer's makes is made:
     the descriptor's and each block's checksum, the reserved bits, the end mark (a frame a
     consumer cannot read is BadCompression here, not a batch that fails it later)."""
+    import cramjam
+
     if data[:4] != _LZ4_MAGIC or len(data) < 7:
         raise BadCompression("lz4: not an LZ4 frame")
     flg, bd = data[4], data[5]
@@ -146,12 +154,16 @@ def _unlz4(data: bytes, limit: int) -> bytes:
 
 
 def _unzstd(data: bytes | memoryview, limit: int) -> bytes:
+    import cramjam
+
     return _bounded_into(cramjam.zstd.decompress_into, data, limit, "zstd")
 
 
 def _bounded_into(into: object, data: bytes | memoryview, limit: int, name: str) -> bytes:
     """``into(data, buffer)`` with a buffer grown (doubled) until it holds the output, at most
     ``limit + 1`` bytes: cramjam fails "failed to write whole buffer" while it is short."""
+    import cramjam
+
     size = min(limit + 1, max(64 * 1024, 4 * len(data)))
     while True:
         out = bytearray(size)

@@ -36,9 +36,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
 from kgroupd.broker.log.codecs import BadCompression, compress, decompress
+from kgroupd.protocol.crc import crc32c
 from kgroupd.protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,

@@ -25,15 +25,12 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import structlog
 
 from kgroupd.broker.config.security import SASL_PROTOCOLS
-from kgroupd.broker.handlers import HANDLERS
 from kgroupd.broker.handlers.api_versions import api_versions_body
-from kgroupd.broker.handlers.registry import Held, RequestContext
+from kgroupd.broker.handlers.registry import HANDLERS, Held, RequestContext, entry_for
 from kgroupd.broker.net.failed_auth import FailedAuthDelay
 from kgroupd.broker.net.request_pool import FrameReader, RequestMemoryPool
-from kgroupd.broker.security.acls import Access
+from kgroupd.broker.security.acls import ANONYMOUS, Access
 from kgroupd.broker.security.rules import ACCESS
-from kgroupd.broker.security.sasl import SaslSession
-from kgroupd.broker.security.tls import ANONYMOUS, principal
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import Chunks
 from kgroupd.protocol.framing import (
@@ -46,6 +43,7 @@ from kgroupd.protocol.framing import (
 from kgroupd.protocol.messages import MessageSpec, lookup
 
 if TYPE_CHECKING:
+    from kgroupd.broker.security.sasl import SaslSession
     from kgroupd.broker.state import Broker
     from kgroupd.broker.stats import BrokerStats
 
@@ -118,6 +116,8 @@ class KafkaConnection(asyncio.Protocol):
         self.principal = ANONYMOUS
         self.sasl: SaslSession | None = None
         if protocol in SASL_PROTOCOLS:
+            from kgroupd.broker.security.sasl import SaslSession  # scramp: SASL listeners only
+
             config = server.broker.config
             self.sasl = SaslSession(
                 server.broker.credentials,
@@ -145,6 +145,8 @@ class KafkaConnection(asyncio.Protocol):
         self.host = peer[0] if peer else "?"
         self.log = self.log.bind(peer=self.peer)
         if self.protocol == "SSL":
+            from kgroupd.broker.security.tls import principal
+
             self._set_principal(principal(transport.get_extra_info("peercert")))
             if self.principal != ANONYMOUS:
                 self.log = self.log.bind(principal=self.principal)
@@ -376,7 +378,9 @@ class KafkaConnection(asyncio.Protocol):
                 raise _Close(refusal)
         entry = HANDLERS.get(api_key)
         if entry is None:
-            raise _Close(f"unknown api key {api_key} (version {version})")
+            entry = entry_for(api_key)  # its module imported on the first request
+            if entry is None:
+                raise _Close(f"unknown api key {api_key} (version {version})")
         if not entry.min_version <= version <= entry.max_version:
             if api_key == 18 and _API_VERSIONS_V0 is not None:
                 # Kafka answers an ApiVersions it cannot parse with a v0 body listing its

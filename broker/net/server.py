@@ -4,26 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import structlog
 
+from kgroupd.broker.config.http import DEFAULT_HTTP_PORT
 from kgroupd.broker.config.listeners import Listener, advertised_address
 from kgroupd.broker.config.security import TLS_PROTOCOLS
 from kgroupd.broker.config.settings import BrokerConfig, new_cluster_id
 from kgroupd.broker.config.storage import default_max_memory_bytes
 from kgroupd.broker.coordinator import GroupCoordinator, LoopTimers
 from kgroupd.broker.coordinator.events import GroupEvents, TeeEvents
-from kgroupd.broker.http.api import Api
-from kgroupd.broker.http.auth import http_settings
-from kgroupd.broker.http.listener import HttpListener
 from kgroupd.broker.http.live import LiveEvents
-from kgroupd.broker.http.metrics import BrokerCollector
-from kgroupd.broker.http.test_controls import TestControlsApi
 from kgroupd.broker.log.budget import MemoryBudget
-from kgroupd.broker.log.cleaner import LogCleaner
 from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC, OffsetsTopic
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.producers import ProducerStateManager
@@ -34,12 +29,17 @@ from kgroupd.broker.net.failed_auth import FailedAuthDelay
 from kgroupd.broker.net.request_pool import RequestMemoryPool
 from kgroupd.broker.security.acls import Authorizer, open_authorizer
 from kgroupd.broker.security.credentials import SecuritySetupError, open_store
-from kgroupd.broker.security.tls import TlsProtocol, server_context
 from kgroupd.broker.state import Broker, TopicsOf, coordinator_config, create_startup_topics
 from kgroupd.broker.stats import BrokerStats
 from kgroupd.broker.storage.offsets_topic_state import OffsetsTopicState
-from kgroupd.broker.testing.controls import BrokerControls
 from kgroupd.broker.transactions import open_transactions
+
+if TYPE_CHECKING:
+    import ssl
+
+    from kgroupd.broker.http.listener import HttpListener
+    from kgroupd.broker.log.cleaner import LogCleaner
+    from kgroupd.broker.testing.controls import BrokerControls
 
 log = structlog.get_logger("kgroupd.server")
 
@@ -80,17 +80,19 @@ class KafkaServer:
         return self._broker
 
     async def start(self) -> None:
-        """The HTTP listener first (``/healthz`` answers, ``/readyz`` says not yet), then the
-        data dir loads on a worker thread, then the Kafka listeners bind."""
+        """With ``--data-dir``: the HTTP listener first (``/healthz`` answers, ``/readyz``
+        says not yet), then the data dir loads on a worker thread, then the Kafka listeners
+        bind. In memory there is nothing to wait for: the Kafka listeners bind first, then
+        the HTTP listener (its modules imported on a worker thread while the loop serves
+        Kafka clients). Either way ``/readyz`` answers ready once both are done."""
         loop = asyncio.get_running_loop()
         self.timers = LoopTimers(loop)
         listeners = self.config.listener_list()
         if any(listener.protocol in TLS_PROTOCOLS for listener in listeners):
             self._tls = tls_context(self.config)
         self.stats = BrokerStats(self.config.metrics_max_groups) if self.config.metrics else None
-        if self.config.http:
-            self.http = http_listener(self, listeners[0].host)
-            await self.http.start()
+        if self.config.http and self.config.data_dir is not None:
+            await self._start_http(listeners[0].host)
         try:
             await self._start(loop, listeners)
         except BaseException:
@@ -98,6 +100,20 @@ class KafkaServer:
                 await self.http.stop()
             raise
         self.ready = True
+        if self.config.http and self.http is None:
+            try:
+                await self._start_http(listeners[0].host)
+            except BaseException:
+                await self.stop()
+                raise
+
+    async def _start_http(self, kafka_host: str) -> None:
+        # aiohttp and prometheus-client take longer to import than the rest of the broker:
+        # on a worker thread, so the loop serves meanwhile (an import holds no lock of ours)
+        await asyncio.get_running_loop().run_in_executor(None, _import_http)
+        http = http_listener(self, kafka_host)
+        await http.start()
+        self.http = http
 
     async def _start(self, loop: asyncio.AbstractEventLoop, listeners: list[Listener]) -> None:
         began = time.monotonic()
@@ -115,6 +131,8 @@ class KafkaServer:
         self.timers.release()
         self._broker = broker
         if self.config.test_controls:
+            from kgroupd.broker.testing.controls import BrokerControls
+
             self.controls = BrokerControls(broker, self.timers)
         events: GroupEvents = self.live
         if self.stats is not None:
@@ -140,6 +158,8 @@ class KafkaServer:
         self._housekeeping = asyncio.create_task(self._retention_loop())
         self._sweeper = asyncio.create_task(self._sweep_loop())
         if self.config.log_cleaner_enable:
+            from kgroupd.broker.log.cleaner import LogCleaner
+
             c = self.config
             self.cleaner = LogCleaner(
                 broker.topics,
@@ -180,6 +200,8 @@ class KafkaServer:
 
         context = self._tls
         if listener.protocol in TLS_PROTOCOLS and context is not None:
+            from kgroupd.broker.security.tls import TlsProtocol
+
             return lambda: TlsProtocol(connection(), context)
         return connection
 
@@ -275,6 +297,10 @@ def log_loaded(config: BrokerConfig, broker: Broker, seconds: float) -> None:
 def tls_context(config: BrokerConfig) -> ssl.SSLContext:
     """The SSL and SASL_SSL listeners' context; a file that cannot be used stops start-up
     with one line naming it."""
+    import ssl
+
+    from kgroupd.broker.security.tls import server_context
+
     assert config.ssl_certfile is not None  # config.validate insists
     try:
         return server_context(
@@ -286,10 +312,22 @@ def tls_context(config: BrokerConfig) -> ssl.SSLContext:
         raise SecuritySetupError(f"cannot use the TLS files {files}: {exc}") from None
 
 
+def _import_http() -> None:
+    """What the HTTP listener needs (aiohttp, prometheus-client), imported ahead."""
+    import kgroupd.broker.http.listener
+    import kgroupd.broker.http.metrics  # noqa: F401
+
+
 def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
     """``--http-host`` (default: the first Kafka listener's host, 127.0.0.1 when a Kafka
-    listener is secured), ``--http-port`` and who may use it; with metrics on, this broker's
-    collector."""
+    listener is secured), ``--http-port`` (default: 8080, or a free port when 8080 is taken)
+    and who may use it; with metrics on, this broker's collector."""
+    from kgroupd.broker.http.api import Api
+    from kgroupd.broker.http.auth import http_settings
+    from kgroupd.broker.http.listener import HttpListener
+    from kgroupd.broker.http.metrics import BrokerCollector
+    from kgroupd.broker.http.test_controls import TestControlsApi
+
     config = server.config
     collect = None
     if server.stats is not None:
@@ -306,6 +344,10 @@ def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
     host, security = http_settings(config)
     controls = TestControlsApi(lambda: server.controls) if config.test_controls else None
     api = Api(lambda: server._broker, server.live, controls)
+    if config.http_port is None:  # not given: 8080, or a free port when 8080 is taken
+        return HttpListener(
+            host, DEFAULT_HTTP_PORT, not_ready, collect, api, security, fallback=True
+        )
     return HttpListener(host, config.http_port, not_ready, collect, api, security)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 FILE_NAME = "acls.json"
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name
 WILDCARD = "*"
+ANONYMOUS = "User:ANONYMOUS"  # the principal of a client that did not authenticate
 
 
 class ResourceType(IntEnum):

@@ -17,14 +17,15 @@ verifies.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import scramp
+# hashlib, hmac, pathlib and scramp are imported where used: a broker without SASL users
+# (and without --data-dir) needs none of them
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DEFAULT_ITERATIONS = 4096  # Kafka's ScramCredentialUtils default and minimum
 MAX_ITERATIONS = 16384  # Kafka's ScramMechanism maximum
@@ -58,6 +59,9 @@ class ScramCredential:
 def _keys(mechanism: str, salted_password: bytes) -> tuple[bytes, bytes]:
     """RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
     HMAC(SaltedPassword, "Server Key")."""
+    import hashlib
+    import hmac
+
     name = _HASHES[mechanism]
     client_key = hmac.digest(salted_password, b"Client Key", name)
     return hashlib.new(name, client_key).digest(), hmac.digest(salted_password, b"Server Key", name)
@@ -83,6 +87,8 @@ class CredentialStore:
     def set_password(self, user: str, password: str, iterations: int = DEFAULT_ITERATIONS) -> None:
         """Credentials for every SCRAM mechanism (as ``kafka-configs --add-config
         'SCRAM-SHA-256=[password=...],SCRAM-SHA-512=[password=...]'`` makes)."""
+        import scramp  # only when a password is set: a broker without SASL never needs it
+
         creds = {}
         for mechanism in MECHANISM_IDS:
             salt, stored, server, i = scramp.ScramMechanism(mechanism).make_auth_info(
@@ -119,6 +125,8 @@ class CredentialStore:
 
     def mock(self, mechanism: str, user: str) -> ScramCredential:
         """The same for the same user at every attempt, unguessable without the secret."""
+        import hmac
+
         name = _HASHES[mechanism]
         label = f"{mechanism}\0{user}".encode("utf-8", "surrogatepass")
         salt = hmac.digest(self.secret, b"salt\0" + label, "sha256")[:SALT_BYTES]
@@ -174,6 +182,9 @@ class CredentialStore:
 def verify_password(mechanism: str, cred: ScramCredential, password: str) -> bool:
     """A password (PLAIN's) against a SCRAM credential: salted and iterated, its stored key
     compared."""
+    import hashlib
+    import hmac
+
     name = _HASHES[mechanism]
     salted = hashlib.pbkdf2_hmac(name, password.encode(), cred.salt, cred.iterations)
     return hmac.compare_digest(_keys(mechanism, salted)[0], cred.stored_key)
@@ -192,6 +203,8 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def broker_secret(data_dir: str | None) -> bytes:
+    from pathlib import Path
+
     """The secret mock credentials come from: kept under ``data_dir`` (made at the first
     start), else new at every start."""
     if not data_dir:
@@ -210,7 +223,8 @@ def broker_secret(data_dir: str | None) -> bytes:
 def read_users_file(path: str) -> list[tuple[str, str]]:
     """``USER:PASSWORD`` per line (the first colon splits), ``#`` comments, blank lines."""
     try:
-        text = Path(path).read_text()
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except OSError as exc:
         raise SecuritySetupError(f"--sasl-users {path}: {exc.strerror or exc}") from None
     users: list[tuple[str, str]] = []
@@ -230,6 +244,8 @@ def read_users_file(path: str) -> list[tuple[str, str]]:
 
 
 def open_store(data_dir: str | None, users_file: str | None) -> CredentialStore:
+    from pathlib import Path
+
     """The credentials stored under ``data_dir``, then the users file's over them."""
     store = CredentialStore(
         Path(data_dir) / FILE_NAME if data_dir else None, broker_secret(data_dir)

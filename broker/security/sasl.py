@@ -34,7 +34,6 @@ API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 SASL_APIS = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Field bounds checked before any work (RFC 4616 asks for up to 255 bytes of each PLAIN field;
 # Kafka's own bound is only sasl.server.max.receive.size)
 MAX_FIELD_BYTES = 1024  # PLAIN's authzid, user and password; a SCRAM user name (escaped)

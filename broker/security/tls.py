@@ -13,10 +13,12 @@ from typing import Any
 
 import structlog
 
+from kgroupd.broker.security.acls import ANONYMOUS
+
 log = structlog.get_logger("kgroupd.tls")
 HANDSHAKE_TIMEOUT_S = 10
 
-ANONYMOUS = "User:ANONYMOUS"
+# --ssl-client-auth (its values named in kgroupd.broker.config.security.CLIENT_AUTH)
 CLIENT_AUTH = {
     "none": ssl.CERT_NONE,
     "requested": ssl.CERT_OPTIONAL,

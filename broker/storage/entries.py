@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
+from kgroupd.protocol.crc import crc32c
 
 MAGIC = b"KGRD"
 FORMAT_VERSION = 2

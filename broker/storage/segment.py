@@ -28,9 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
-
 from kgroupd.broker.log.partition import ReadWouldBlock
+from kgroupd.protocol.crc import crc32c
 
 INDEX_INTERVAL_BYTES = 4096  # Kafka: index.interval.bytes
 READ_CAP = 4 * 1024 * 1024  # bytes one partition's read takes from a file, inline (pread)

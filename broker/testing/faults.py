@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from kgroupd.broker.handlers import HANDLERS
+from kgroupd.broker.handlers.registry import HOMES
 from kgroupd.broker.net.connection import _Close
 from kgroupd.protocol.api_names import API_NAMES
 from kgroupd.protocol.errors import ErrorCode
@@ -109,7 +109,7 @@ def _api_key(api: Any) -> int:
     key = api if isinstance(api, int) else _BY_NAME.get(str(api).lower())
     if key is None and isinstance(api, str) and api.isdigit():
         key = int(api)
-    if key is None or key not in HANDLERS:
+    if key is None or key not in HOMES:
         raise BadControl(f"api {api!r} is not an API this broker serves")
     return key
 

@@ -13,23 +13,12 @@
 
 from __future__ import annotations
 
-from kgroupd.protocol.codec import Message
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from . import (
-    acls,
-    admin,
-    api_versions,
-    consumer,
-    fetch,
-    groups,
-    list_offsets,
-    metadata,
-    offsets,
-    produce,
-    security,
-    share,
-    txn,
-)
+if TYPE_CHECKING:
+    from kgroupd.protocol.codec import Message
 
 # The one table of served version ranges: for every API, Kafka 4.3's latest stable version
 # (its message JSON, honouring latestVersionUnstable), and the lower of Kafka 4.3's oldest and
@@ -81,24 +70,52 @@ SERVED: dict[int, tuple[int, int]] = {
     79: (1, 2),  # ShareAcknowledge
 }
 
-# api_key -> (request, response): the APIs defined with our own field trees.
-DEFINITIONS: dict[int, tuple[Message, Message]] = {
-    18: (api_versions.REQUEST, api_versions.RESPONSE),
-    **metadata.DEFINITIONS,
-    **admin.DEFINITIONS,
-    **produce.DEFINITIONS,
-    **fetch.DEFINITIONS,
-    **list_offsets.DEFINITIONS,
-    **groups.DEFINITIONS,
-    **offsets.DEFINITIONS,
-    **consumer.DEFINITIONS,
-    **security.DEFINITIONS,
-    **acls.DEFINITIONS,
-    **txn.DEFINITIONS,  # WriteTxnMarkers (27) defined, not served: broker-to-broker
-    **share.DEFINITIONS,
+# api_key -> the module of this package that defines it (its ``DEFINITIONS``). A module is
+# imported when one of its APIs is first asked for: building the field trees of every API
+# at start-up took longer than the rest of the protocol package (tests/protocol check this
+# table against the modules).
+HOMES: dict[int, str] = {
+    18: "api_versions",
+    3: "metadata",
+    **dict.fromkeys((19, 20, 21, 32, 33, 37, 44), "admin"),
+    **dict.fromkeys((0, 22), "produce"),
+    1: "fetch",
+    2: "list_offsets",
+    **dict.fromkeys((10, 11, 12, 13, 14, 15, 16, 42), "groups"),
+    **dict.fromkeys((8, 9, 47), "offsets"),
+    **dict.fromkeys((68, 69), "consumer"),
+    **dict.fromkeys((17, 36, 50, 51), "security"),
+    **dict.fromkeys((29, 30, 31), "acls"),
+    # WriteTxnMarkers (27) defined, not served: broker-to-broker
+    **dict.fromkeys((24, 25, 26, 27, 28, 61, 65, 66), "txn"),
+    **dict.fromkeys((76, 77, 78, 79, 90, 91, 92), "share"),
 }
+
+
+class _Definitions(Mapping[int, "tuple[Message, Message]"]):
+    """api_key -> (request, response): the APIs defined with our own field trees, each
+    module imported on first use."""
+
+    def __getitem__(self, api_key: int) -> tuple[Message, Message]:
+        home = HOMES[api_key]
+        found: dict[int, tuple[Message, Message]]
+        found = importlib.import_module(f"{__name__}.{home}").DEFINITIONS
+        return found[api_key]
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in HOMES
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(HOMES)
+
+    def __len__(self) -> int:
+        return len(HOMES)
+
+
+DEFINITIONS: Mapping[int, tuple[Message, Message]] = _Definitions()
 
 __all__ = [
     "DEFINITIONS",
+    "HOMES",
     "SERVED",
 ]

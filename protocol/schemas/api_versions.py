@@ -52,3 +52,6 @@ RESPONSE = Message(
         F("zk_migration_ready", BOOL, "3+", default=False, tag=3, tagged="3+"),
     ],
 )
+
+
+DEFINITIONS: dict[int, tuple[Message, Message]] = {18: (REQUEST, RESPONSE)}

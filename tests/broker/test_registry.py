@@ -2,6 +2,7 @@
 
 from kgroupd.broker.handlers import HANDLERS, supported_versions
 from kgroupd.broker.handlers.api_versions import api_versions_body
+from kgroupd.broker.handlers.registry import HOMES
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.messages import MESSAGES, lookup
 from kgroupd.protocol.schemas import DEFINITIONS, SERVED
@@ -66,3 +67,11 @@ def test_api_versions_advertises_group_and_transaction_versions() -> None:
         "max_version_level": 1,
         "min_version_level": 1,
     }
+
+
+def test_each_api_is_handled_in_the_module_the_lazy_table_names() -> None:
+    """A handler module is imported when its API's first request arrives: ``HOMES`` must
+    name, for every API, the module that registers its handler (and nothing else)."""
+    assert set(HOMES) == set(HANDLERS)
+    for key, entry in HANDLERS.items():
+        assert entry.fn.__module__ == f"kgroupd.broker.handlers.{HOMES[key]}", key

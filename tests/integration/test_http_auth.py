@@ -233,12 +233,13 @@ async def test_a_token_file_others_may_read_is_warned_about_and_never_logged(
         "--port", "0", "--log-format", "json", "--http-auth-token-file", str(token_file)
     )
     try:
+        # in memory the Kafka listeners are up first, then HTTP
+        await wait_for_event(proc, "listening")
         warned = await wait_for_event(proc, "http_token_file_readable")
         assert warned["level"] == "warning" and warned["file"] == str(token_file)
         listening = await wait_for_event(proc, "http_listening")
         assert listening["token"] is True
         base = f"http://127.0.0.1:{listening['port']}"
-        await wait_for_event(proc, "listening")
         assert (await status(base + "/metrics"))[0] == 401
         code, err = await healthcheck(
             "--http-port", str(listening["port"]), "--http-auth-token-file", str(token_file)

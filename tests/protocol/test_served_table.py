@@ -8,13 +8,16 @@ dropped old versions, KIP-896; kgroupd keeps them for older clients).
 
 from __future__ import annotations
 
+import importlib
 import re
+from pathlib import Path
 
 import pytest
 
 from kgroupd.broker.handlers import supported_versions
+from kgroupd.protocol import schemas
 from kgroupd.protocol.api_names import API_NAMES
-from kgroupd.protocol.schemas import DEFINITIONS, SERVED
+from kgroupd.protocol.schemas import DEFINITIONS, HOMES, SERVED
 
 from .kp_extra import jar_message_json
 
@@ -48,6 +51,20 @@ def _range(spec: dict[str, object]) -> tuple[int, int]:
 def test_served_range_follows_the_rule(api_key: int) -> None:
     lo, hi = kafka_range(api_key)
     assert SERVED[api_key] == (min(lo, OLDEST_BEFORE.get(api_key, lo)), hi)
+
+
+def test_each_api_is_defined_in_the_module_the_lazy_table_names() -> None:
+    """A schema module is imported when one of its APIs is first used: ``HOMES`` must name,
+    for every API, the module whose ``DEFINITIONS`` has it, and every module is named."""
+    folder = Path(schemas.__file__).parent
+    modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    assert sorted(set(HOMES.values())) == modules
+    found = {
+        key: name
+        for name in modules
+        for key in importlib.import_module(f"kgroupd.protocol.schemas.{name}").DEFINITIONS
+    }
+    assert found == HOMES
 
 
 def test_every_served_api_is_listed() -> None:

@@ -1,14 +1,12 @@
 """Regular-expression subscriptions: RE2 syntax (Kafka compiles them with RE2/J), matched
-against the whole topic name."""
+against the whole topic name. The engine (google-re2, a declared dependency) is imported
+when the first regex subscription arrives."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-import re2 as _engine  # google-re2, a declared dependency
-
-_ERRORS: tuple[type[BaseException], ...] = (_engine.error, ValueError, TypeError)
 ENGINE = "re2"
 
 __all__ = ["ENGINE", "InvalidRegex", "compile_regex", "matching_topics"]
@@ -19,11 +17,13 @@ class InvalidRegex(ValueError):
 
 
 def compile_regex(pattern: str) -> Any:
-    options = _engine.Options()
+    import re2 as engine
+
+    options = engine.Options()
     options.log_errors = False  # RE2 would write the client's pattern to stderr itself
     try:
-        return _engine.compile(pattern, options)
-    except _ERRORS as exc:
+        return engine.compile(pattern, options)
+    except (engine.error, ValueError, TypeError) as exc:
         raise InvalidRegex(
             f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {exc}."
         ) from None
