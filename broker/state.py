@@ -169,13 +169,15 @@ def _share_service(broker: Broker) -> ShareService:
         shard = coordinator.shard_for(group_id)
         return group_id in shard.groups or group_id in shard.consumer_groups
 
-    return ShareService(
+    service = ShareService(
         coordinator.timers,
         TopicsOf(broker.topics),
         broker.group_configs,
         broker.config.group_share_max_size,
         other_group_exists,
     )
+    broker.topics.listeners.append(service.coordinator.on_topics_changed)
+    return service
 
 
 class TopicsOf:

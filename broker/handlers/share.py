@@ -7,7 +7,13 @@ from every session partition and answers the whole batches holding them with the
 ranges and their delivery counts (the client keeps only the acquired records). With nothing to
 acquire it waits up to MaxWaitMs for new records. v2 adds RENEW acknowledgements (IsRenewAck).
 ShareAcknowledge applies acknowledgements only; epoch 0 is INVALID_SHARE_SESSION_EPOCH there.
-A session closed with epoch -1 releases what the member still holds.
+A session closed with epoch -1 releases what the member still holds. The reads
+(``kgroupd.broker.share.reader``) come from the cached tail or the segment files, up to the last
+stable offset under share.isolation.level=read_committed, whose aborted records are archived.
+
+As in Kafka, a share fetch does not ask the group coordinator whether its member belongs to
+the group (in Kafka the partition leader serving it is not the coordinator; ShareFetch has no
+UNKNOWN_MEMBER_ID): a member the coordinator removes loses its share sessions and what it holds.
 """
 
 from __future__ import annotations
@@ -15,15 +21,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 from kgroupd.broker.coordinator.share.commands import ShareGroupHeartbeat
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
-from kgroupd.broker.log.partition import PartitionLog, ReadWouldBlock
-from kgroupd.broker.share.partition import RENEW, Acquired
+from kgroupd.broker.log.partition import PartitionLog
+from kgroupd.broker.share.partition import RENEW
+from kgroupd.broker.share.reader import Fetched, Outcome, acquire_for
 from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from kgroupd.protocol.errors import ErrorCode
-from kgroupd.protocol.records import CONTROL_BIT, parse_header
 
 DEFAULT_MAX_RECORDS = 500
 
@@ -153,10 +160,30 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     if epoch == FINAL_EPOCH or req["is_renew_ack"]:
         return _fetch_response(ctx, session, acks, {}, {})
     max_records = req["max_records"] if req["max_records"] > 0 else DEFAULT_MAX_RECORDS
-    fetched, errors, logs = _acquire(ctx, session, max_records, req["max_bytes"])
+    ran = acquire_for(
+        ctx.broker.share, ctx.broker.topics.by_id, session, max_records, req["max_bytes"]
+    )
+    if not isinstance(ran, tuple):
+        return _after_reads(ctx, session, req, acks, ran, max_records)
+    fetched, errors, logs = ran
     if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
         return _fetch_response(ctx, session, acks, fetched, errors)
     return _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
+
+
+async def _after_reads(
+    ctx: RequestContext,
+    session: ShareSession,
+    req: Fields,
+    acks: dict[tuple[uuid.UUID, int], ErrorCode],
+    reads: Coroutine[Any, Any, Outcome],
+    max_records: int,
+) -> Fields:
+    """A fetch whose reads went to the segment files: answered once they are made."""
+    fetched, errors, logs = await reads
+    if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
+        return _fetch_response(ctx, session, acks, fetched, errors)
+    return await _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
 
 
 async def _long_poll(
@@ -178,69 +205,9 @@ async def _long_poll(
                     log.waiters.remove(fut)
     if (session.group_id, session.member_id) not in ctx.broker.share.sessions:
         return _fetch_response(ctx, session, {}, {}, {})  # closed meanwhile
-    fetched, errors, _ = _acquire(ctx, session, max_records, max_bytes)
+    ran = acquire_for(ctx.broker.share, ctx.broker.topics.by_id, session, max_records, max_bytes)
+    fetched, errors, _ = ran if isinstance(ran, tuple) else await ran
     return _fetch_response(ctx, session, {}, fetched, errors)
-
-
-Fetched = dict[tuple[uuid.UUID, int], tuple[bytes, list[Acquired]]]
-
-
-def _acquire(
-    ctx: RequestContext, session: ShareSession, max_records: int, max_bytes: int
-) -> tuple[Fetched, dict[tuple[uuid.UUID, int], ErrorCode], list[PartitionLog]]:
-    share = ctx.broker.share
-    fetched: Fetched = {}
-    errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
-    logs: list[PartitionLog] = []
-    budget = max_bytes
-    for topic_id, index in sorted(session.partitions):
-        topic = ctx.broker.topics.by_id(topic_id)
-        if topic is None:
-            errors[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_ID
-            continue
-        if not 0 <= index < len(topic.partitions):
-            errors[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        log = topic.partitions[index]
-        logs.append(log)
-        sp = share.partition(
-            session.group_id, topic_id, index, log.log_start_offset, log.high_watermark
-        )
-        if max_records <= 0 or budget <= 0 or not sp.has_available(log.high_watermark):
-            continue
-        try:
-            parts, _size = log.read_chunks(
-                sp.start_offset, budget, True, below=log.high_watermark, nowait=True
-            )
-        except ReadWouldBlock:
-            continue  # kgroupd serves share fetches from the cached tail only, for now
-        batches = [bytes(p) for p in parts]
-        ranges = []
-        for data in batches:
-            header = parse_header(data)
-            if not header.attributes & CONTROL_BIT:
-                ranges.append((header.base_offset, header.base_offset + header.last_offset_delta))
-        acquired = sp.acquire(session.member_id, ranges, max_records)
-        if not acquired:
-            continue
-        max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-        kept = [
-            d
-            for d in batches
-            if any(
-                a.first_offset <= _last(d) and a.last_offset >= parse_header(d).base_offset
-                for a in acquired
-            )
-        ]
-        data = b"".join(kept)
-        budget -= len(data)
-        fetched[(topic_id, index)] = (data, acquired)
-    return fetched, errors, logs
-
-
-def _last(batch: bytes) -> int:
-    header = parse_header(batch)
-    return header.base_offset + header.last_offset_delta
 
 
 def _leader(ctx: RequestContext) -> Fields:

@@ -35,6 +35,18 @@ _BY_DURATION = re.compile(
 )
 
 
+def by_duration_ms(value: str) -> int | None:
+    """The milliseconds of a ``by_duration:PnDTnHnMn.nS`` reset, None if it is not one."""
+    m = _BY_DURATION.fullmatch(value.strip())
+    if m is None:
+        return None
+    days, hours, minutes, seconds = m.groups()
+    total = float(seconds or 0) + 60 * (
+        int(minutes or 0) + 60 * (int(hours or 0) + 24 * int(days or 0))
+    )
+    return int(total * 1000)
+
+
 class GroupConfigError(Exception):
     """A group config Kafka refuses (INVALID_CONFIG), with Kafka's message."""
 

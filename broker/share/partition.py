@@ -13,6 +13,12 @@ an acquisition lock of share.record.lock.duration.ms), ACKNOWLEDGED (accepted: d
 - A lock that expires, a RELEASE, or a member that goes makes the record AVAILABLE again, unless
   its delivery count reached share.delivery.count.limit: then it is ARCHIVED.
 - The SPSO moves past every leading ACKNOWLEDGED / ARCHIVED record.
+- Offsets a fetch must never deliver (transaction markers; under read_committed the batches
+  of aborted transactions) are ARCHIVED as the fetch passes them.
+- What Kafka persists in __share_group_state (the SPSO and the state batches: every offset
+  that was acknowledged, archived or released with its delivery count) is handed out by
+  ``take_changes`` / ``snapshot`` and put back by ``restore``; acquisitions are not
+  persisted, so after a restart the records that were only acquired come back.
 
 Pure: timers come from the injected ``Timers``; no I/O.
 """
@@ -78,35 +84,58 @@ class SharePartition:
         self.timers = timers
         self.limits = limits
         self._locks = 0
+        # offsets whose persisted state changed, and whether the start moved, since the last
+        # ``take_changes``; ``changed`` is told after a change made outside a request (a lock
+        # that expired, a member that went)
+        self.dirty: set[int] = set()
+        self.start_moved = False
+        self.changed: Callable[[SharePartition], None] = lambda _sp: None
 
     # --- acquiring ---------------------------------------------------------------------------
 
     def acquire(
-        self, member_id: str, ranges: Iterable[tuple[int, int]], max_records: int
+        self,
+        member_id: str,
+        ranges: Iterable[tuple[int, int] | tuple[int, int, bool]],
+        max_records: int,
     ) -> list[Acquired]:
         """Acquire for ``member_id`` up to ``max_records`` offsets among ``ranges`` (the
         inclusive offset ranges of the batches read from the log, in order): AVAILABLE ones
-        already in flight first, then new ones. Returns the acquired runs."""
+        already in flight first, then new ones. A range whose third item is False (a control
+        batch, or under read_committed a batch of an aborted transaction) is never delivered:
+        its new offsets are ARCHIVED as the fetch passes them. Returns the acquired runs."""
         limits = self.limits()
         self._locks += 1
         lock = self._locks
         taken: list[int] = []
-        for first, last in ranges:
+        full = False
+        for first, last, *rest in ranges:
+            deliverable = not rest or rest[0]
             offset = max(first, self.start_offset)
-            while offset <= last and len(taken) < max_records:
+            while offset <= last:
+                if len(taken) >= max_records:
+                    full = True
+                    break
                 rec = self.records.get(offset)
                 if offset >= self.end_offset:
                     if offset - self.start_offset >= limits.max_in_flight:
+                        full = True
                         break
-                    rec = self.records[offset] = InFlight(RecordState.AVAILABLE, 0)
+                    if rec is None:  # restored state may know it already
+                        rec = self.records[offset] = InFlight(RecordState.AVAILABLE, 0)
                     self.end_offset = offset + 1
-                if rec is not None and rec.state == RecordState.AVAILABLE:
+                    if not deliverable and rec.state == RecordState.AVAILABLE:
+                        self._settle(rec, RecordState.ARCHIVED, offset)
+                if deliverable and rec is not None and rec.state == RecordState.AVAILABLE:
                     rec.state = RecordState.ACQUIRED
                     rec.delivery_count += 1
                     rec.member_id = member_id
                     rec.lock = lock
                     taken.append(offset)
                 offset += 1
+            if full:
+                break
+        self._advance()
         if not taken:
             return []
         self.timers.schedule(
@@ -117,10 +146,11 @@ class SharePartition:
         return _runs(taken, self.records)
 
     def _lock_expired(self, lock: int) -> None:
-        for rec in self.records.values():
+        for offset, rec in self.records.items():
             if rec.state == RecordState.ACQUIRED and rec.lock == lock:
-                self._make_available(rec)
+                self._make_available(rec, offset)
         self._advance()
+        self.changed(self)
 
     # --- acknowledging -----------------------------------------------------------------------
 
@@ -132,21 +162,21 @@ class SharePartition:
         if any(t not in (GAP, ACCEPT, RELEASE, REJECT, RENEW) for t in types):
             return ErrorCode.INVALID_REQUEST
         held = []
-        for offset in range(first, last + 1):
+        for offset in range(max(first, self.start_offset), last + 1):
             rec = self.records.get(offset)
             if rec is None or rec.state != RecordState.ACQUIRED or rec.member_id != member_id:
                 return ErrorCode.INVALID_RECORD_STATE
-            held.append(rec)
+            held.append((offset, rec))
         limits = self.limits()
         renewed: list[InFlight] = []
-        for i, rec in enumerate(held):
-            kind = types[0] if len(types) == 1 else types[i]
+        for offset, rec in held:
+            kind = types[0] if len(types) == 1 else types[offset - first]
             if kind == ACCEPT:
-                self._settle(rec, RecordState.ACKNOWLEDGED)
+                self._settle(rec, RecordState.ACKNOWLEDGED, offset)
             elif kind in (REJECT, GAP):
-                self._settle(rec, RecordState.ARCHIVED)
+                self._settle(rec, RecordState.ARCHIVED, offset)
             elif kind == RELEASE:
-                self._make_available(rec)
+                self._make_available(rec, offset)
             else:
                 renewed.append(rec)
         if renewed:  # RENEW: a fresh lock for these records
@@ -165,25 +195,29 @@ class SharePartition:
     def release_member(self, member_id: str) -> int:
         """The member left or its share session closed: what it holds is available again."""
         count = 0
-        for rec in self.records.values():
+        for offset, rec in self.records.items():
             if rec.state == RecordState.ACQUIRED and rec.member_id == member_id:
-                self._make_available(rec)
+                self._make_available(rec, offset)
                 count += 1
         self._advance()
+        if count:
+            self.changed(self)
         return count
 
     # --- state -------------------------------------------------------------------------------
 
-    def _settle(self, rec: InFlight, state: RecordState) -> None:
+    def _settle(self, rec: InFlight, state: RecordState, offset: int) -> None:
         rec.state = state
         rec.member_id = None
+        self.dirty.add(offset)
 
-    def _make_available(self, rec: InFlight) -> None:
+    def _make_available(self, rec: InFlight, offset: int) -> None:
         if rec.delivery_count >= self.limits().delivery_count_limit:
-            self._settle(rec, RecordState.ARCHIVED)
+            self._settle(rec, RecordState.ARCHIVED, offset)
         else:
             rec.state = RecordState.AVAILABLE
             rec.member_id = None
+            self.dirty.add(offset)
 
     def _advance(self) -> None:
         """Move the start offset past every settled record at its head."""
@@ -195,17 +229,21 @@ class SharePartition:
                     break
                 del self.records[start]
             start += 1
+        if start != self.start_offset:
+            self.start_moved = True
         self.start_offset = start
 
     def move_start(self, offset: int) -> None:
         """The log's start moved past records never delivered or still in flight (retention,
-        DeleteRecords): they are gone."""
+        DeleteRecords), or an admin reset the start offset: what is below is gone."""
         if offset <= self.start_offset:
             return
         for o in [o for o in self.records if o < offset]:
             del self.records[o]
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
+        self.start_moved = True
+        self.changed(self)
 
     def acquired_count(self) -> int:
         return sum(1 for r in self.records.values() if r.state == RecordState.ACQUIRED)
@@ -213,13 +251,76 @@ class SharePartition:
     def in_flight_count(self) -> int:
         return len(self.records)
 
+    def next_fetch_offset(self) -> int:
+        """Where a fetch reads from: the first AVAILABLE offset in flight, else the end of
+        what was ever acquired (Kafka's next fetch offset)."""
+        found = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE]
+        below = [o for o in found if o < self.end_offset]
+        return min(below) if below else self.end_offset
+
     def has_available(self, log_end: int) -> bool:
-        """Whether a fetch could acquire anything now (new records or AVAILABLE ones)."""
+        """Whether a fetch could acquire anything now (new records below ``log_end``, the
+        high watermark or under read_committed the last stable offset, or AVAILABLE ones)."""
         if log_end > self.end_offset and self.end_offset - self.start_offset < (
             self.limits().max_in_flight
         ):
             return True
-        return any(r.state == RecordState.AVAILABLE for r in self.records.values())
+        return any(
+            r.state == RecordState.AVAILABLE and o < self.end_offset
+            for o, r in self.records.items()
+        )
+
+    # --- persistence (what Kafka keeps in __share_group_state) -------------------------------
+
+    def take_changes(self) -> tuple[int, list[StateBatch]] | None:
+        """What changed since the last call, as Kafka's share-group state update: the start
+        offset and the state batches of the offsets whose state changed (ACQUIRED offsets are
+        never written: after a restart they are available again). None if nothing did."""
+        if not self.dirty and not self.start_moved:
+            return None
+        offsets = sorted(o for o in self.dirty if o >= self.start_offset)
+        self.dirty.clear()
+        self.start_moved = False
+        return self.start_offset, _state_batches(
+            (o, self.records[o]) for o in offsets if o in self.records
+        )
+
+    def snapshot(self) -> tuple[int, list[StateBatch]]:
+        """The whole persisted state: the start offset and every offset whose state or
+        delivery count is worth keeping."""
+        return self.start_offset, _state_batches(sorted(self.records.items()))
+
+    def restore(self, start_offset: int, batches: Iterable[StateBatch]) -> None:
+        """Start-up: the persisted state back (updates applied in order)."""
+        if start_offset > self.start_offset:
+            for o in [o for o in self.records if o < start_offset]:
+                del self.records[o]
+        self.start_offset = start_offset
+        self.end_offset = min(self.end_offset, start_offset)
+        for first, last, state, count in batches:
+            for offset in range(max(first, start_offset), last + 1):
+                self.records[offset] = InFlight(RecordState(state), count)
+
+
+# (first offset, last offset, state, delivery count): Kafka's PersisterStateBatch
+StateBatch = tuple[int, int, int, int]
+
+
+def _state_batches(items: Iterable[tuple[int, InFlight]]) -> list[StateBatch]:
+    """Runs of consecutive offsets with one state and delivery count; an ACQUIRED record is
+    written as the AVAILABLE one it was before this delivery."""
+    out: list[StateBatch] = []
+    for offset, rec in items:
+        state, count = rec.state, rec.delivery_count
+        if state == RecordState.ACQUIRED:
+            state, count = RecordState.AVAILABLE, count - 1
+        if state == RecordState.AVAILABLE and count <= 0:
+            continue
+        if out and out[-1][1] == offset - 1 and out[-1][2:] == (int(state), count):
+            out[-1] = (out[-1][0], offset, int(state), count)
+        else:
+            out.append((offset, offset, int(state), count))
+    return out
 
 
 def _runs(offsets: list[int], records: dict[int, InFlight]) -> list[Acquired]:

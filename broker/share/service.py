@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from kgroupd.broker.coordinator.share.coordinator import ShareGroupCoordinator, TopicsView
 from kgroupd.broker.coordinator.timers import Timers
-from kgroupd.broker.share.group_config import GroupConfigs
+from kgroupd.broker.log.partition import PartitionLog
+from kgroupd.broker.share.group_config import GroupConfigs, by_duration_ms
 from kgroupd.broker.share.partition import Limits, SharePartition
 from kgroupd.protocol.errors import ErrorCode
 
@@ -53,6 +54,8 @@ class ShareService:
         self.coordinator.on_member_removed = self.member_gone
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # told of share partitions changed outside a request (the durable store writes them)
+        self.on_changed: Callable[[SharePartition], None] = lambda _sp: None
 
     # --- sessions ----------------------------------------------------------------------------
 
@@ -84,20 +87,52 @@ class ShareService:
     # --- partitions --------------------------------------------------------------------------
 
     def partition(
-        self, group_id: str, topic_id: uuid.UUID, index: int, log_start: int, log_end: int
+        self, group_id: str, topic_id: uuid.UUID, index: int, log: PartitionLog
     ) -> SharePartition:
+        """The share partition of (group, topic partition), made on first use at the offset
+        share.auto.offset.reset names; moved up with the log's start offset."""
         key = (group_id, topic_id, index)
         sp = self.partitions.get(key)
         if sp is None:
-            reset = self.configs.str_value(group_id, "share.auto.offset.reset").lower()
-            start = log_start if reset == "earliest" else log_end
-            sp = SharePartition(
-                f"{group_id}/{topic_id}/{index}", start, self.timers, self._limits(group_id)
-            )
-            self.partitions[key] = sp
-        if log_start > sp.start_offset:
-            sp.move_start(log_start)
+            sp = self._new_partition(group_id, topic_id, index, self.reset_offset(group_id, log))
+        if log.log_start_offset > sp.start_offset:
+            sp.move_start(log.log_start_offset)
         return sp
+
+    def _new_partition(
+        self, group_id: str, topic_id: uuid.UUID, index: int, start: int
+    ) -> SharePartition:
+        sp = SharePartition(
+            f"{group_id}/{topic_id}/{index}", start, self.timers, self._limits(group_id)
+        )
+        sp.changed = self._changed
+        self.partitions[(group_id, topic_id, index)] = sp
+        return sp
+
+    def reset_offset(self, group_id: str, log: PartitionLog) -> int:
+        """Where a new share partition starts (share.auto.offset.reset): the log start
+        (earliest), the high watermark (latest), or by_duration:<ISO-8601 duration> the first
+        batch whose timestamp is at least that long ago (latest if none is)."""
+        reset = self.configs.str_value(group_id, "share.auto.offset.reset")
+        low = reset.lower()
+        if low == "earliest":
+            return log.log_start_offset
+        if low == "latest":
+            return log.high_watermark
+        duration = by_duration_ms(reset)
+        if duration is None:  # pragma: no cover (validated when set)
+            return log.high_watermark
+        found = log.batch_at_timestamp(self.timers.now_ms() - duration)
+        if found is None:
+            return log.high_watermark
+        return max(found.base_offset, log.log_start_offset)
+
+    def read_committed(self, group_id: str) -> bool:
+        return self.configs.str_value(group_id, "share.isolation.level") == "read_committed"
+
+    def _changed(self, sp: SharePartition) -> None:
+        """A share partition changed outside a request (lock expiry, a member gone)."""
+        self.on_changed(sp)
 
     def _limits(self, group_id: str) -> Callable[[], Limits]:
         def limits() -> Limits:

@@ -10,8 +10,9 @@ Kafka's rules, as its GroupMetadataManager applies them to share groups:
   change; the target assignment is then recomputed (its epoch is the group epoch), and each
   member moves to it at its next heartbeat. Share groups have no revocation phase: records are
   shared, not owned, so a member takes its new assignment at once.
-- The assignment is the simple assignor's: every member is given every partition of every
-  topic it subscribes to (several members share one partition's records).
+- The assignment is the simple assignor's (``assignor``): each partition goes to
+  ceil(members / partitions) of the members subscribed to its topic, and each member gets an
+  even share; one partition is shared by every member.
 - Each heartbeat resets the member's session timer (share.session.timeout.ms, a group config);
   a member that stops heartbeating is removed when it fires.
 - A group id names one group of one type: a share heartbeat for a classic or consumer group is
@@ -30,6 +31,7 @@ from typing import Protocol
 
 import structlog
 
+from kgroupd.broker.coordinator.share.assignor import assign
 from kgroupd.broker.coordinator.share.commands import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -197,11 +199,7 @@ class ShareGroupCoordinator:
                 reason="member joined" if joining else "subscriptions changed",
             )
         if group.assignment_epoch != group.group_epoch:
-            group.target = {
-                m.member_id: _assign(m.subscribed_topic_names, group.subscribed)
-                for m in group.members.values()
-            }
-            group.assignment_epoch = group.group_epoch
+            self._retarget(group)
         changed = cmd.member_epoch == JOIN_EPOCH
         if member.member_epoch != group.assignment_epoch:
             new = group.target.get(member.member_id, ())
@@ -244,11 +242,7 @@ class ShareGroupCoordinator:
         group.target.pop(member_id, None)
         self.timers.cancel(_session_key(group.group_id, member_id))
         group.group_epoch += 1
-        group.target = {
-            m.member_id: _assign(m.subscribed_topic_names, group.subscribed)
-            for m in group.members.values()
-        }
-        group.assignment_epoch = group.group_epoch
+        self._retarget(group)
         log.info(
             "share_member_removed",
             group_id=group.group_id,
@@ -258,6 +252,17 @@ class ShareGroupCoordinator:
         )
         if notify:
             self.on_member_removed(group.group_id, member_id)
+
+    def _retarget(self, group: ShareGroup) -> None:
+        """A new target assignment at the group epoch (the simple assignor, sticky to the
+        previous target)."""
+        group.target = assign(
+            list(group.members),
+            {m.member_id: m.subscribed_topic_names for m in group.members.values()},
+            group.subscribed,
+            group.target,
+        )
+        group.assignment_epoch = group.group_epoch
 
     def _subscribed_topics(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
         names = {n for m in group.members.values() for n in m.subscribed_topic_names}
@@ -272,11 +277,7 @@ class ShareGroupCoordinator:
             if subscribed != group.subscribed and group.members:
                 group.subscribed = subscribed
                 group.group_epoch += 1
-                group.target = {
-                    m.member_id: _assign(m.subscribed_topic_names, subscribed)
-                    for m in group.members.values()
-                }
-                group.assignment_epoch = group.group_epoch
+                self._retarget(group)
 
     # --- reads and admin ---------------------------------------------------------------------
 
@@ -343,15 +344,3 @@ def _check_request(cmd: ShareGroupHeartbeat) -> None:
             )
     elif cmd.member_epoch < LEAVE_EPOCH:
         raise _Refused(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
-
-
-def _assign(
-    subscribed_names: tuple[str, ...], topics: Mapping[str, tuple[uuid.UUID, int]]
-) -> TopicPartitions:
-    """The simple assignor: every partition of every subscribed topic that exists."""
-    out = [
-        (topics[name][0], tuple(range(topics[name][1])))
-        for name in set(subscribed_names)
-        if name in topics and topics[name][1] > 0
-    ]
-    return tuple(sorted(out))
