@@ -119,6 +119,10 @@ class Broker:
         else:
             synced.add_done_callback(lambda s: _copy_outcome(s, fut))
 
+    def share_synced(self) -> asyncio.Future[None] | None:
+        """After a share-state write: a future for it being durable (fsync=always), or None."""
+        return None
+
     @property
     def share(self) -> ShareService:
         """Share groups (KIP-932): their coordinator, partitions and sessions, on first use."""

@@ -16,6 +16,7 @@ from kgroupd.broker.handlers import (  # noqa: F401
     produce,
     security,
     share,
+    share_admin,
     transactions,
 )
 from kgroupd.broker.handlers.registry import HANDLERS, RequestContext, handler, supported_versions

@@ -109,6 +109,17 @@ class ShareService:
         self.partitions[(group_id, topic_id, index)] = sp
         return sp
 
+    def reset_partition(self, group_id: str, topic_id: uuid.UUID, index: int, start: int) -> None:
+        """AlterShareGroupOffsets: the share partition starts afresh at ``start``."""
+        self.drop_partition(group_id, topic_id, index)
+        sp = self._new_partition(group_id, topic_id, index, start)
+        sp.start_moved = True
+
+    def drop_partition(self, group_id: str, topic_id: uuid.UUID, index: int) -> None:
+        """DeleteShareGroupOffsets, DeleteGroups: the share partition's state is gone (its
+        locks fire on the old object, which nothing reaches any more)."""
+        self.partitions.pop((group_id, topic_id, index), None)
+
     def reset_offset(self, group_id: str, log: PartitionLog) -> int:
         """Where a new share partition starts (share.auto.offset.reset): the log start
         (earliest), the high watermark (latest), or by_duration:<ISO-8601 duration> the first

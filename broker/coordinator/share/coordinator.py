@@ -290,9 +290,29 @@ class ShareGroupCoordinator:
         member = group.members.get(member_id) if group is not None else None
         return member.assignment if member is not None else ()
 
-    def describe(self, group_id: str) -> DescribedShareGroup:
+    def ensure_group(self, group_id: str) -> ShareGroup:
+        """The share group ``group_id``, made Empty if it does not exist (AlterShareGroupOffsets
+        of a new group)."""
         group = self.groups.get(group_id)
         if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        return group
+
+    def describe(self, group_id: str) -> DescribedShareGroup:
+        """ShareGroupDescribe of one group: GROUP_ID_NOT_FOUND for an unknown group or one of
+        another type; INVALID_GROUP_ID for an empty id."""
+        if not group_id:
+            return DescribedShareGroup(
+                group_id, ErrorCode.INVALID_GROUP_ID, "The group id must not be empty."
+            )
+        group = self.groups.get(group_id)
+        if group is None:
+            if self.other_group_exists(group_id):
+                return DescribedShareGroup(
+                    group_id,
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Group {group_id} is not a share group.",
+                )
             return DescribedShareGroup(
                 group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
             )
