@@ -25,7 +25,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 from kgroupd.broker.coordinator.share.commands import ShareGroupHeartbeat
-from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.handlers.group_offsets import when_durable
+from kgroupd.broker.handlers.registry import Fields, Reply, RequestContext, handler
 from kgroupd.broker.log.partition import PartitionLog
 from kgroupd.broker.share.partition import RENEW
 from kgroupd.broker.share.reader import Fetched, Outcome, acquire_for
@@ -124,17 +125,19 @@ def _acknowledge(
 
 
 @handler(79)
-def handle_share_acknowledge(ctx: RequestContext, req: Fields) -> Fields:
+def handle_share_acknowledge(ctx: RequestContext, req: Fields) -> Reply:
     session = _open(ctx, req, fetching=False)
     if not isinstance(session, ShareSession):
         return session
     acks = _acknowledge(ctx, session, req["topics"], req["is_renew_ack"])
     ctx.broker.share.advance(session, req["share_session_epoch"])
-    return {
+    reply = {
         "error_code": 0,
         "acquisition_lock_timeout_ms": ctx.broker.share.lock_duration_ms(session.group_id),
         "responses": _group({k: {"error_code": int(c), **_leader(ctx)} for k, c in acks.items()}),
     }
+    # the acknowledgements are on disk before the answer (--fsync always)
+    return when_durable(ctx.broker.share_synced() if acks else None, reply)
 
 
 @handler(78)
@@ -150,6 +153,7 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     ):
         return _top_error(ErrorCode.INVALID_REQUEST, "Fetching is not allowed in a final fetch.")
     acks = _acknowledge(ctx, session, req["topics"], req["is_renew_ack"])
+    synced = ctx.broker.share_synced() if acks else None
     for t in req["topics"]:
         for p in t["partitions"]:
             session.partitions.add((t["topic_id"], p["partition_index"]))
@@ -158,16 +162,16 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
             session.partitions.discard((t["topic_id"], index))
     ctx.broker.share.advance(session, epoch)
     if epoch == FINAL_EPOCH or req["is_renew_ack"]:
-        return _fetch_response(ctx, session, acks, {}, {})
+        return when_durable(synced, _fetch_response(ctx, session, acks, {}, {}))
     max_records = req["max_records"] if req["max_records"] > 0 else DEFAULT_MAX_RECORDS
     ran = acquire_for(
         ctx.broker.share, ctx.broker.topics.by_id, session, max_records, req["max_bytes"]
     )
     if not isinstance(ran, tuple):
-        return _after_reads(ctx, session, req, acks, ran, max_records)
+        return _after_reads(ctx, session, req, acks, ran, max_records, synced)
     fetched, errors, logs = ran
     if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
-        return _fetch_response(ctx, session, acks, fetched, errors)
+        return when_durable(synced, _fetch_response(ctx, session, acks, fetched, errors))
     return _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
 
 
@@ -178,9 +182,13 @@ async def _after_reads(
     acks: dict[tuple[uuid.UUID, int], ErrorCode],
     reads: Coroutine[Any, Any, Outcome],
     max_records: int,
+    synced: asyncio.Future[None] | None,
 ) -> Fields:
-    """A fetch whose reads went to the segment files: answered once they are made."""
+    """A fetch whose reads went to the segment files: answered once they are made (and its
+    acknowledgements are on disk)."""
     fetched, errors, logs = await reads
+    if synced is not None:
+        await synced
     if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
         return _fetch_response(ctx, session, acks, fetched, errors)
     return await _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)

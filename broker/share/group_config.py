@@ -280,6 +280,8 @@ class GroupConfigs:
     def __init__(self, settings: BrokerGroupSettings) -> None:
         self.settings = settings
         self._overrides: dict[str, dict[str, str]] = {}
+        # told of every change (under --data-dir the share store writes it)
+        self.on_change: Callable[[str, dict[str, str]], None] = lambda _g, _p: None
 
     def overrides(self, group_id: str) -> dict[str, str]:
         return dict(self._overrides.get(group_id, {}))
@@ -290,6 +292,7 @@ class GroupConfigs:
             self._overrides[group_id] = dict(props)
         else:
             self._overrides.pop(group_id, None)
+        self.on_change(group_id, dict(props))
 
     def all_overrides(self) -> dict[str, dict[str, str]]:
         return {g: dict(p) for g, p in self._overrides.items()}

@@ -136,6 +136,7 @@ class SharePartition:
             if full:
                 break
         self._advance()
+        self._tell()
         if not taken:
             return []
         self.timers.schedule(
@@ -150,7 +151,7 @@ class SharePartition:
             if rec.state == RecordState.ACQUIRED and rec.lock == lock:
                 self._make_available(rec, offset)
         self._advance()
-        self.changed(self)
+        self._tell()
 
     # --- acknowledging -----------------------------------------------------------------------
 
@@ -190,6 +191,7 @@ class SharePartition:
                 lambda: self._lock_expired(lock),
             )
         self._advance()
+        self._tell()
         return ErrorCode.NONE
 
     def release_member(self, member_id: str) -> int:
@@ -200,11 +202,14 @@ class SharePartition:
                 self._make_available(rec, offset)
                 count += 1
         self._advance()
-        if count:
-            self.changed(self)
+        self._tell()
         return count
 
     # --- state -------------------------------------------------------------------------------
+
+    def _tell(self) -> None:
+        if self.dirty or self.start_moved:
+            self.changed(self)
 
     def _settle(self, rec: InFlight, state: RecordState, offset: int) -> None:
         rec.state = state

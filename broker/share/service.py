@@ -23,6 +23,7 @@ from kgroupd.protocol.errors import ErrorCode
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 
 TopicPartition = tuple[uuid.UUID, int]
+PartitionKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 
 
 @dataclass(slots=True)
@@ -52,10 +53,12 @@ class ShareService:
             timers, topics, configs, max_size, other_group_exists
         )
         self.coordinator.on_member_removed = self.member_gone
-        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        self.partitions: dict[PartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        # told of share partitions changed outside a request (the durable store writes them)
-        self.on_changed: Callable[[SharePartition], None] = lambda _sp: None
+        # what is persisted (``kgroupd.broker.share.durable``): a share partition whose state
+        # changed (its ``take_changes``), one dropped
+        self.on_changed: Callable[[PartitionKey, SharePartition], None] = lambda _k, _sp: None
+        self.on_dropped: Callable[[PartitionKey], None] = lambda _k: None
 
     # --- sessions ----------------------------------------------------------------------------
 
@@ -94,31 +97,34 @@ class ShareService:
         key = (group_id, topic_id, index)
         sp = self.partitions.get(key)
         if sp is None:
-            sp = self._new_partition(group_id, topic_id, index, self.reset_offset(group_id, log))
+            sp = self.make_partition(group_id, topic_id, index, self.reset_offset(group_id, log))
         if log.log_start_offset > sp.start_offset:
             sp.move_start(log.log_start_offset)
         return sp
 
-    def _new_partition(
+    def make_partition(
         self, group_id: str, topic_id: uuid.UUID, index: int, start: int
     ) -> SharePartition:
+        key = (group_id, topic_id, index)
         sp = SharePartition(
             f"{group_id}/{topic_id}/{index}", start, self.timers, self._limits(group_id)
         )
-        sp.changed = self._changed
-        self.partitions[(group_id, topic_id, index)] = sp
+        sp.changed = lambda changed: self.on_changed(key, changed)
+        self.partitions[key] = sp
+        sp.start_moved = True  # its start offset is state to keep (Kafka initializes it)
+        self.on_changed(key, sp)
         return sp
 
     def reset_partition(self, group_id: str, topic_id: uuid.UUID, index: int, start: int) -> None:
         """AlterShareGroupOffsets: the share partition starts afresh at ``start``."""
         self.drop_partition(group_id, topic_id, index)
-        sp = self._new_partition(group_id, topic_id, index, start)
-        sp.start_moved = True
+        self.make_partition(group_id, topic_id, index, start)
 
     def drop_partition(self, group_id: str, topic_id: uuid.UUID, index: int) -> None:
         """DeleteShareGroupOffsets, DeleteGroups: the share partition's state is gone (its
         locks fire on the old object, which nothing reaches any more)."""
-        self.partitions.pop((group_id, topic_id, index), None)
+        if self.partitions.pop((group_id, topic_id, index), None) is not None:
+            self.on_dropped((group_id, topic_id, index))
 
     def reset_offset(self, group_id: str, log: PartitionLog) -> int:
         """Where a new share partition starts (share.auto.offset.reset): the log start
@@ -140,10 +146,6 @@ class ShareService:
 
     def read_committed(self, group_id: str) -> bool:
         return self.configs.str_value(group_id, "share.isolation.level") == "read_committed"
-
-    def _changed(self, sp: SharePartition) -> None:
-        """A share partition changed outside a request (lock expiry, a member gone)."""
-        self.on_changed(sp)
 
     def _limits(self, group_id: str) -> Callable[[], Limits]:
         def limits() -> Limits:

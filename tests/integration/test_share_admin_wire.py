@@ -6,59 +6,13 @@ acknowledges records with raw ShareGroupHeartbeat / ShareFetch requests."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from kgroupd.broker.net.server import KafkaServer
 from tests.support.kafka_wire import WireClient, build_batch, create_topic, produce_request
+from tests.support.share_wire import heartbeat, set_group_config, share_fetch
 
 TOPIC = "admin-sq"
 NONE, GROUP_NOT_FOUND, NON_EMPTY, UNKNOWN_TOPIC = 0, 69, 68, 3
-
-
-async def heartbeat(wire: WireClient, group: str, member: str, epoch: int) -> dict[str, Any]:
-    return await wire.request(
-        76,
-        1,
-        {
-            "group_id": group,
-            "member_id": member,
-            "member_epoch": epoch,
-            "rack_id": None,
-            "subscribed_topic_names": [TOPIC] if epoch == 0 else None,
-        },
-    )
-
-
-async def share_fetch(
-    wire: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: list
-) -> dict[str, Any]:
-    return await wire.request(
-        78,
-        1,
-        {
-            "group_id": group,
-            "member_id": member,
-            "share_session_epoch": epoch,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "max_records": 100,
-            "batch_size": 100,
-            "topics": [
-                {
-                    "topic_id": topic_id,
-                    "partitions": [
-                        {
-                            "partition_index": 0,
-                            "partition_max_bytes": 1 << 20,
-                            "acknowledgement_batches": acks,
-                        }
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-        },
-    )
 
 
 async def setup(wire: WireClient, server: KafkaServer, group: str) -> uuid.UUID:
@@ -66,26 +20,7 @@ async def setup(wire: WireClient, server: KafkaServer, group: str) -> uuid.UUID:
     for i in range(10):
         await wire.request(0, 8, produce_request(TOPIC, 0, build_batch([(None, b"%d" % i, [])])))
     topic_id = server.broker.topics.get(TOPIC).topic_id  # type: ignore[union-attr]
-    await wire.request(
-        44,
-        1,
-        {
-            "resources": [
-                {
-                    "resource_type": 32,
-                    "resource_name": group,
-                    "configs": [
-                        {
-                            "name": "share.auto.offset.reset",
-                            "config_operation": 0,
-                            "value": "earliest",
-                        }
-                    ],
-                }
-            ],
-            "validate_only": False,
-        },
-    )
+    await set_group_config(wire, group, "share.auto.offset.reset", "earliest")
     return topic_id
 
 
@@ -93,7 +28,7 @@ async def test_describe_list_alter_delete(server: KafkaServer) -> None:
     group, member = "admin-g", "m-" + uuid.uuid4().hex[:8]
     async with await WireClient.connect(server.port) as wire:
         topic_id = await setup(wire, server, group)
-        joined = await heartbeat(wire, group, member, 0)
+        joined = await heartbeat(wire, group, member, 0, TOPIC)
         assert joined["error_code"] == NONE
         got = await share_fetch(wire, group, member, 0, topic_id, [])
         (part,) = got["responses"][0]["partitions"]
@@ -222,7 +157,7 @@ async def test_describe_list_alter_delete(server: KafkaServer) -> None:
         ] == [(0, 2)]
         # a new member starts at the altered offset: offsets 2 and 3 again
         member2 = "m-" + uuid.uuid4().hex[:8]
-        await heartbeat(wire, group, member2, 0)
+        await heartbeat(wire, group, member2, 0, TOPIC)
         got = await share_fetch(wire, group, member2, 0, topic_id, [])
         assert got["responses"][0]["partitions"][0]["acquired_records"][0]["first_offset"] == 2
         await heartbeat(wire, group, member2, -1)

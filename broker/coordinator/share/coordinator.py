@@ -127,11 +127,16 @@ class ShareGroupCoordinator:
         # called with (group id, member id) when a member's session expires, so the share
         # partitions release what it holds
         self.on_member_removed: Callable[[str, str], None] = lambda _g, _m: None
+        # what is persisted (the share groups' records): a group whose members, epochs or
+        # assignments changed, and a group deleted
+        self.on_group_changed: Callable[[ShareGroup], None] = lambda _g: None
+        self.on_group_deleted: Callable[[str], None] = lambda _g: None
 
     # --- heartbeat -------------------------------------------------------------------------
 
     def heartbeat(self, cmd: ShareGroupHeartbeat) -> ShareGroupHeartbeatResult:
         """Join (epoch 0), heartbeat (the member's epoch) or leave (epoch -1)."""
+        before = _signature(self.groups.get(cmd.group_id))
         try:
             _check_request(cmd)
             if cmd.member_epoch == LEAVE_EPOCH:
@@ -139,6 +144,10 @@ class ShareGroupCoordinator:
             return self._heartbeat(cmd)
         except _Refused as exc:
             return ShareGroupHeartbeatResult(exc.error, exc.message)
+        finally:
+            group = self.groups.get(cmd.group_id)
+            if group is not None and _signature(group) != before:
+                self.on_group_changed(group)
 
     def _heartbeat(self, cmd: ShareGroupHeartbeat) -> ShareGroupHeartbeatResult:
         group = self.groups.get(cmd.group_id)
@@ -236,6 +245,7 @@ class ShareGroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
             self._remove(group, member_id, "session timed out")
+            self.on_group_changed(group)
 
     def _remove(self, group: ShareGroup, member_id: str, reason: str, notify: bool = True) -> None:
         del group.members[member_id]
@@ -264,6 +274,13 @@ class ShareGroupCoordinator:
         )
         group.assignment_epoch = group.group_epoch
 
+    def _time_session(self, group_id: str, member_id: str) -> None:
+        self.timers.schedule(
+            _session_key(group_id, member_id),
+            self.configs.int_value(group_id, "share.session.timeout.ms"),
+            lambda: self._expire(group_id, member_id),
+        )
+
     def _subscribed_topics(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
         names = {n for m in group.members.values() for n in m.subscribed_topic_names}
         topics = self.topics.topics()
@@ -278,6 +295,21 @@ class ShareGroupCoordinator:
                 group.subscribed = subscribed
                 group.group_epoch += 1
                 self._retarget(group)
+                self.on_group_changed(group)
+
+    def restore(
+        self, group_id: str, group_epoch: int, assignment_epoch: int, members: list[ShareMember]
+    ) -> ShareGroup:
+        """Start-up: a persisted group back, its members' sessions timed from now (they keep
+        their epochs and assignments; the target is what they were given)."""
+        group = ShareGroup(group_id, group_epoch, assignment_epoch)
+        for m in members:
+            group.members[m.member_id] = m
+            group.target[m.member_id] = m.assignment
+            self._time_session(group_id, m.member_id)
+        group.subscribed = self._subscribed_topics(group)
+        self.groups[group_id] = group
+        return group
 
     # --- reads and admin ---------------------------------------------------------------------
 
@@ -296,6 +328,7 @@ class ShareGroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ShareGroup(group_id)
+            self.on_group_changed(group)
         return group
 
     def describe(self, group_id: str) -> DescribedShareGroup:
@@ -346,7 +379,22 @@ class ShareGroupCoordinator:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
+        self.on_group_deleted(group_id)
         return ErrorCode.NONE
+
+
+def _signature(group: ShareGroup | None) -> object:
+    """What of a group is persisted, to tell whether a heartbeat changed it."""
+    if group is None:
+        return None
+    return (
+        group.group_epoch,
+        group.assignment_epoch,
+        [
+            (m.member_id, m.member_epoch, m.subscribed_topic_names, m.rack_id, m.assignment)
+            for m in group.members.values()
+        ],
+    )
 
 
 def _check_request(cmd: ShareGroupHeartbeat) -> None:
