@@ -34,6 +34,7 @@ from kgroupd.protocol.errors import ErrorCode
 
 # Kafka's AcknowledgeType ids on the wire
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+_ACK_NAMES = {GAP: "gap", ACCEPT: "accept", RELEASE: "release", REJECT: "reject", RENEW: "renew"}
 
 
 class RecordState(IntEnum):
@@ -76,6 +77,7 @@ class SharePartition:
         start_offset: int,
         timers: Timers,
         limits: Callable[[], Limits] = Limits,
+        counts: dict[str, int] | None = None,
     ) -> None:
         self.key = key  # "group/topic-id/partition": the lock timers' key prefix
         self.start_offset = start_offset
@@ -90,6 +92,8 @@ class SharePartition:
         self.dirty: set[int] = set()
         self.start_moved = False
         self.changed: Callable[[SharePartition], None] = lambda _sp: None
+        # what happened to records, for the metrics (shared by a service's partitions)
+        self.counts: dict[str, int] = counts if counts is not None else {}
 
     # --- acquiring ---------------------------------------------------------------------------
 
@@ -139,6 +143,7 @@ class SharePartition:
         self._tell()
         if not taken:
             return []
+        self._count("delivered", len(taken))
         self.timers.schedule(
             f"share-lock/{self.key}/{lock}",
             limits.lock_duration_ms,
@@ -149,6 +154,7 @@ class SharePartition:
     def _lock_expired(self, lock: int) -> None:
         for offset, rec in self.records.items():
             if rec.state == RecordState.ACQUIRED and rec.lock == lock:
+                self._count("lock_expired", 1)
                 self._make_available(rec, offset)
         self._advance()
         self._tell()
@@ -172,6 +178,7 @@ class SharePartition:
         renewed: list[InFlight] = []
         for offset, rec in held:
             kind = types[0] if len(types) == 1 else types[offset - first]
+            self._count(_ACK_NAMES[kind], 1)
             if kind == ACCEPT:
                 self._settle(rec, RecordState.ACKNOWLEDGED, offset)
             elif kind in (REJECT, GAP):
@@ -216,8 +223,12 @@ class SharePartition:
         rec.member_id = None
         self.dirty.add(offset)
 
+    def _count(self, what: str, n: int) -> None:
+        self.counts[what] = self.counts.get(what, 0) + n
+
     def _make_available(self, rec: InFlight, offset: int) -> None:
         if rec.delivery_count >= self.limits().delivery_count_limit:
+            self._count("delivery_limit_archived", 1)
             self._settle(rec, RecordState.ARCHIVED, offset)
         else:
             rec.state = RecordState.AVAILABLE

@@ -55,6 +55,8 @@ class ShareService:
         self.coordinator.on_member_removed = self.member_gone
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # records delivered, acknowledged by type, expired, archived at the delivery limit
+        self.counts: dict[str, int] = {}
         # what is persisted (``kgroupd.broker.share.durable``): a share partition whose state
         # changed (its ``take_changes``), one dropped
         self.on_changed: Callable[[PartitionKey, SharePartition], None] = lambda _k, _sp: None
@@ -107,7 +109,11 @@ class ShareService:
     ) -> SharePartition:
         key = (group_id, topic_id, index)
         sp = SharePartition(
-            f"{group_id}/{topic_id}/{index}", start, self.timers, self._limits(group_id)
+            f"{group_id}/{topic_id}/{index}",
+            start,
+            self.timers,
+            self._limits(group_id),
+            self.counts,
         )
         sp.changed = lambda changed: self.on_changed(key, changed)
         self.partitions[key] = sp

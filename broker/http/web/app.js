@@ -48,7 +48,7 @@ function renderGroup(view) {
         return el("span", { class: movedNow.has(key) ? "chip moved" : "chip" }, key);
       }) : el("span", { class: "muted" }, "none"))))));
   const maxLag = Math.max(1, ...view.offsets.map((r) => r.lag || 0));
-  const offsets = el("table", { class: "offsets" },
+  const offsets = view.type === "share" ? renderSharePartitions(view, maxLag) : el("table", { class: "offsets" },
     el("thead", {}, el("tr", {}, el("th", {}, "partition"), el("th", {}, "owner"),
       el("th", { class: "num" }, "committed"), el("th", { class: "num" }, "log end"),
       el("th", { class: "num" }, "lag"), el("th", {}, ""))),
@@ -74,6 +74,30 @@ function renderGroup(view) {
     el("div", { class: "columns" }, members, offsets),
     movedNow.size ? el("p", { class: "legend" }, el("span", { class: "chip moved" }, "highlighted"),
       ` moved in the rebalance to generation ${view.generation}`) : null);
+}
+
+// A share group (KIP-932): per share partition its start offset, log end, lag and the
+// in-flight records by state, with their delivery counts.
+function renderSharePartitions(view, maxLag) {
+  return el("table", { class: "offsets share" },
+    el("thead", {}, el("tr", {}, el("th", {}, "partition"),
+      el("th", { class: "num" }, "start"), el("th", { class: "num" }, "log end"),
+      el("th", { class: "num" }, "lag"), el("th", { class: "num" }, "in flight"),
+      el("th", { class: "num" }, "acquired"), el("th", {}, "deliveries"), el("th", {}, ""))),
+    el("tbody", {}, view.offsets.map((r) => {
+      const key = `${r.topic}-${r.partition}`;
+      const counts = Object.entries(r.delivery_counts || {}).map(([n, c]) =>
+        el("span", { class: Number(n) > 1 ? "chip moved" : "chip" }, `${c}×${n}`));
+      return el("tr", { "data-partition": key, "data-lag": r.lag },
+        el("td", { class: "mono" }, key),
+        el("td", { class: "num" }, r.start_offset),
+        el("td", { class: "num" }, r.log_end),
+        el("td", { class: r.lag ? "num lag" : "num" }, r.lag),
+        el("td", { class: "num" }, r.in_flight),
+        el("td", { class: "num" }, r.acquired),
+        el("td", {}, counts.length ? counts : el("span", { class: "muted" }, "—")),
+        el("td", { class: "bar" }, el("span", { style: `width:${Math.round(100 * (r.lag || 0) / maxLag)}%` })));
+    })));
 }
 
 function renderGroups() {
