@@ -30,7 +30,7 @@ from kgroupd.broker.handlers.registry import Fields, Reply, RequestContext, hand
 from kgroupd.broker.log.partition import PartitionLog
 from kgroupd.broker.share.partition import RENEW
 from kgroupd.broker.share.reader import Fetched, Outcome, acquire_for
-from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareService, ShareSession
 from kgroupd.protocol.errors import ErrorCode
 
 DEFAULT_MAX_RECORDS = 500
@@ -202,20 +202,45 @@ async def _long_poll(
     max_wait_ms: int,
     logs: list[PartitionLog],
 ) -> Fields:
+    """Wait up to ``max_wait_ms`` for records to acquire: new ones in the logs, or ones made
+    available again (released, their lock expired); a wake-up that finds nothing to take
+    (another member took them first) waits on."""
+    share = ctx.broker.share
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait_ms / 1000.0
+    while True:
+        await _wait(share, session, logs, deadline - loop.time())
+        if (session.group_id, session.member_id) not in share.sessions:
+            return _fetch_response(ctx, session, {}, {}, {})  # closed meanwhile
+        ran = acquire_for(share, ctx.broker.topics.by_id, session, max_records, max_bytes)
+        fetched, errors, logs = ran if isinstance(ran, tuple) else await ran
+        if fetched or errors or not logs or loop.time() >= deadline:
+            return _fetch_response(ctx, session, {}, fetched, errors)
+
+
+async def _wait(
+    share: ShareService, session: ShareSession, logs: list[PartitionLog], timeout: float
+) -> None:
     futures = [log.wait_for_data() for log in logs]
+    keys = [(session.group_id, *tp) for tp in sorted(session.partitions)]
+    freed = [share.wait_for_available(k) for k in keys]
     try:
-        await asyncio.wait(futures, timeout=max_wait_ms / 1000.0)
+        await asyncio.wait(
+            [*futures, *freed], timeout=max(timeout, 0), return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         for log, fut in zip(logs, futures, strict=True):
             if not fut.done():
                 fut.cancel()
                 with contextlib.suppress(ValueError):
                     log.waiters.remove(fut)
-    if (session.group_id, session.member_id) not in ctx.broker.share.sessions:
-        return _fetch_response(ctx, session, {}, {}, {})  # closed meanwhile
-    ran = acquire_for(ctx.broker.share, ctx.broker.topics.by_id, session, max_records, max_bytes)
-    fetched, errors, _ = ran if isinstance(ran, tuple) else await ran
-    return _fetch_response(ctx, session, {}, fetched, errors)
+        for key, fut in zip(keys, freed, strict=True):
+            if not fut.done():
+                fut.cancel()
+                with contextlib.suppress(ValueError, KeyError):
+                    share.waiters[key].remove(fut)
+                if not share.waiters.get(key, True):
+                    del share.waiters[key]
 
 
 def _leader(ctx: RequestContext) -> Fields:

@@ -92,6 +92,10 @@ class SharePartition:
         self.dirty: set[int] = set()
         self.start_moved = False
         self.changed: Callable[[SharePartition], None] = lambda _sp: None
+        # told when records became AVAILABLE again (a release, a lock that expired, a member
+        # gone): a share fetch waiting for records may take them now
+        self.freed: Callable[[SharePartition], None] = lambda _sp: None
+        self._freed = False
         # what happened to records, for the metrics (shared by a service's partitions)
         self.counts: dict[str, int] = counts if counts is not None else {}
 
@@ -217,6 +221,9 @@ class SharePartition:
     def _tell(self) -> None:
         if self.dirty or self.start_moved:
             self.changed(self)
+        if self._freed:
+            self._freed = False
+            self.freed(self)
 
     def _settle(self, rec: InFlight, state: RecordState, offset: int) -> None:
         rec.state = state
@@ -234,6 +241,7 @@ class SharePartition:
             rec.state = RecordState.AVAILABLE
             rec.member_id = None
             self.dirty.add(offset)
+            self._freed = True
 
     def _advance(self) -> None:
         """Move the start offset past every settled record at its head."""

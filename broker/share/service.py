@@ -9,6 +9,7 @@ INVALID_SHARE_SESSION_EPOCH. The epoch after 2**31-1 is 1.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class ShareService:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         # records delivered, acknowledged by type, expired, archived at the delivery limit
         self.counts: dict[str, int] = {}
+        # share fetches waiting for records of a share partition to become available again
+        self.waiters: dict[PartitionKey, list[asyncio.Future[None]]] = {}
         # what is persisted (``kgroupd.broker.share.durable``): a share partition whose state
         # changed (its ``take_changes``), one dropped
         self.on_changed: Callable[[PartitionKey, SharePartition], None] = lambda _k, _sp: None
@@ -116,6 +119,7 @@ class ShareService:
             self.counts,
         )
         sp.changed = lambda changed: self.on_changed(key, changed)
+        sp.freed = lambda _sp: self._wake(key)
         self.partitions[key] = sp
         sp.start_moved = True  # its start offset is state to keep (Kafka initializes it)
         self.on_changed(key, sp)
@@ -131,6 +135,16 @@ class ShareService:
         locks fire on the old object, which nothing reaches any more)."""
         if self.partitions.pop((group_id, topic_id, index), None) is not None:
             self.on_dropped((group_id, topic_id, index))
+
+    def wait_for_available(self, key: PartitionKey) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.setdefault(key, []).append(fut)
+        return fut
+
+    def _wake(self, key: PartitionKey) -> None:
+        for fut in self.waiters.pop(key, ()):
+            if not fut.done():
+                fut.set_result(None)
 
     def reset_offset(self, group_id: str, log: PartitionLog) -> int:
         """Where a new share partition starts (share.auto.offset.reset): the log start

@@ -32,7 +32,13 @@ async def heartbeat(
 
 
 async def share_fetch(
-    wire: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: list
+    wire: WireClient,
+    group: str,
+    member: str,
+    epoch: int,
+    topic_id: uuid.UUID,
+    acks: list,
+    max_wait_ms: int = 0,
 ) -> dict[str, Any]:
     return await wire.request(
         78,
@@ -41,7 +47,7 @@ async def share_fetch(
             "group_id": group,
             "member_id": member,
             "share_session_epoch": epoch,
-            "max_wait_ms": 0,
+            "max_wait_ms": max_wait_ms,
             "min_bytes": 1,
             "max_bytes": 1 << 20,
             "max_records": 100,
@@ -91,3 +97,23 @@ def acquired(resp: dict[str, Any]) -> list[tuple[int, int, int]]:
         for p in t["partitions"]
         for a in p["acquired_records"]
     ]
+
+
+async def share_acknowledge(
+    wire: WireClient, group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: list
+) -> dict[str, Any]:
+    return await wire.request(
+        79,
+        1,
+        {
+            "group_id": group,
+            "member_id": member,
+            "share_session_epoch": epoch,
+            "topics": [
+                {
+                    "topic_id": topic_id,
+                    "partitions": [{"partition_index": 0, "acknowledgement_batches": acks}],
+                }
+            ],
+        },
+    )
