@@ -53,6 +53,9 @@ def attach(
             append(partition_record(key, got[0], got[1], False))
 
     service.on_changed = changed
+    service.track = True
+    for sp in service.partitions.values():
+        sp.track = True
     service.on_dropped = lambda key: append(partition_deleted(key))
     service.coordinator.on_group_changed = lambda group: append(group_record(group))
     service.coordinator.on_group_deleted = lambda group_id: append({"t": "group-", "g": group_id})

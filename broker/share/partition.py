@@ -91,6 +91,12 @@ class SharePartition:
         # that expired, a member that went)
         self.dirty: set[int] = set()
         self.start_moved = False
+        self.track = False  # set when a store keeps the changes (else nothing is kept)
+        # offsets below ``end_offset`` that are AVAILABLE (released, lock expired)
+        self._available: set[int] = set()
+        # one past the last offset a restored state knows (offsets from end_offset up to it
+        # may have a state already)
+        self._restored_end = start_offset
         self.changed: Callable[[SharePartition], None] = lambda _sp: None
         # told when records became AVAILABLE again (a release, a lock that expired, a member
         # gone): a share fetch waiting for records may take them now
@@ -115,49 +121,97 @@ class SharePartition:
         limits = self.limits()
         self._locks += 1
         lock = self._locks
-        taken: list[int] = []
-        full = False
+        runs: list[Acquired] = []
+        taken = 0
+        room = self.start_offset + limits.max_in_flight  # new offsets stay below it
         for first, last, *rest in ranges:
             deliverable = not rest or rest[0]
             offset = max(first, self.start_offset)
-            while offset <= last:
-                if len(taken) >= max_records:
-                    full = True
-                    break
-                rec = self.records.get(offset)
-                if offset >= self.end_offset:
-                    if offset - self.start_offset >= limits.max_in_flight:
-                        full = True
-                        break
-                    if rec is None:  # restored state may know it already
-                        rec = self.records[offset] = InFlight(RecordState.AVAILABLE, 0)
-                    self.end_offset = offset + 1
-                    if not deliverable and rec.state == RecordState.AVAILABLE:
-                        self._settle(rec, RecordState.ARCHIVED, offset)
-                if deliverable and rec is not None and rec.state == RecordState.AVAILABLE:
-                    rec.state = RecordState.ACQUIRED
-                    rec.delivery_count += 1
-                    rec.member_id = member_id
-                    rec.lock = lock
-                    taken.append(offset)
-                offset += 1
-            if full:
+            if offset < self.end_offset:  # in flight already: the AVAILABLE ones
+                stop = min(last, self.end_offset - 1)
+                if deliverable and self._available:
+                    for o in sorted(a for a in self._available if offset <= a <= stop):
+                        if taken >= max_records:
+                            break
+                        rec = self.records[o]
+                        self._available.discard(o)
+                        self._take(rec, member_id, lock)
+                        taken += 1
+                        _add_run(runs, o, o, rec.delivery_count)
+                offset = stop + 1
+            if taken >= max_records:
+                break
+            if offset > last:
+                continue
+            hi = min(last, room - 1)
+            if deliverable:
+                hi = min(hi, offset + max_records - taken - 1)
+            if hi < offset:
+                break
+            if offset < self._restored_end:
+                taken += self._new_restored(member_id, lock, offset, hi, deliverable, runs)
+            else:
+                taken += self._new(member_id, lock, offset, hi, deliverable, runs)
+            self.end_offset = hi + 1
+            if hi < last:
                 break
         self._advance()
         self._tell()
-        if not taken:
+        if not runs:
             return []
-        self._count("delivered", len(taken))
+        self._count("delivered", taken)
         self.timers.schedule(
             f"share-lock/{self.key}/{lock}",
             limits.lock_duration_ms,
             lambda: self._lock_expired(lock),
         )
-        return _runs(taken, self.records)
+        return runs
+
+    def _new(
+        self, member_id: str, lock: int, lo: int, hi: int, deliverable: bool, runs: list[Acquired]
+    ) -> int:
+        """Offsets lo..hi seen for the first time: acquired, or ARCHIVED if undeliverable."""
+        records = self.records
+        if deliverable:
+            for o in range(lo, hi + 1):
+                records[o] = InFlight(RecordState.ACQUIRED, 1, member_id, lock)
+            _add_run(runs, lo, hi, 1)
+            return hi - lo + 1
+        for o in range(lo, hi + 1):
+            records[o] = InFlight(RecordState.ARCHIVED, 0)
+        if self.track:
+            self.dirty.update(range(lo, hi + 1))
+        return 0
+
+    def _new_restored(
+        self, member_id: str, lock: int, lo: int, hi: int, deliverable: bool, runs: list[Acquired]
+    ) -> int:
+        """As ``_new``, over offsets a restored state may know already (settled ones stay
+        settled; released ones keep their delivery counts)."""
+        taken = 0
+        for o in range(lo, hi + 1):
+            rec = self.records.get(o)
+            if rec is None:
+                rec = self.records[o] = InFlight(RecordState.AVAILABLE, 0)
+            if rec.state is not RecordState.AVAILABLE:
+                continue
+            if deliverable:
+                self._take(rec, member_id, lock)
+                taken += 1
+                _add_run(runs, o, o, rec.delivery_count)
+            else:
+                self._settle(rec, RecordState.ARCHIVED, o)
+        return taken
+
+    def _take(self, rec: InFlight, member_id: str, lock: int) -> None:
+        rec.state = RecordState.ACQUIRED
+        rec.delivery_count += 1
+        rec.member_id = member_id
+        rec.lock = lock
 
     def _lock_expired(self, lock: int) -> None:
         for offset, rec in self.records.items():
-            if rec.state == RecordState.ACQUIRED and rec.lock == lock:
+            if rec.state is RecordState.ACQUIRED and rec.lock == lock:
                 self._count("lock_expired", 1)
                 self._make_available(rec, offset)
         self._advance()
@@ -170,17 +224,38 @@ class SharePartition:
         offset. Nothing changes unless every offset is ACQUIRED by ``member_id``."""
         if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
             return ErrorCode.INVALID_REQUEST
-        if any(t not in (GAP, ACCEPT, RELEASE, REJECT, RENEW) for t in types):
+        if any(t not in _ACK_NAMES for t in types):
             return ErrorCode.INVALID_REQUEST
-        held = []
-        for offset in range(max(first, self.start_offset), last + 1):
-            rec = self.records.get(offset)
-            if rec is None or rec.state != RecordState.ACQUIRED or rec.member_id != member_id:
+        lo = max(first, self.start_offset)
+        get = self.records.get
+        found = [get(o) for o in range(lo, last + 1)]
+        acquired = RecordState.ACQUIRED
+        held: list[InFlight] = []
+        for rec in found:
+            if rec is None or rec.state is not acquired or rec.member_id != member_id:
                 return ErrorCode.INVALID_RECORD_STATE
-            held.append((offset, rec))
-        limits = self.limits()
+            held.append(rec)
+        if len(types) == 1 and types[0] in (ACCEPT, REJECT, GAP):
+            # the common case: one type settles the whole range
+            state = RecordState.ACKNOWLEDGED if types[0] == ACCEPT else RecordState.ARCHIVED
+            for rec in held:
+                rec.state = state
+                rec.member_id = None
+            if self.track:
+                self.dirty.update(range(lo, last + 1))
+            self._count(_ACK_NAMES[types[0]], len(held))
+        else:
+            self._acknowledge_each(held, lo, first, types)
+        self._advance()
+        self._tell()
+        return ErrorCode.NONE
+
+    def _acknowledge_each(
+        self, held: list[InFlight], lo: int, first: int, types: list[int]
+    ) -> None:
         renewed: list[InFlight] = []
-        for offset, rec in held:
+        for i, rec in enumerate(held):
+            offset = lo + i
             kind = types[0] if len(types) == 1 else types[offset - first]
             self._count(_ACK_NAMES[kind], 1)
             if kind == ACCEPT:
@@ -198,18 +273,15 @@ class SharePartition:
                 rec.lock = lock
             self.timers.schedule(
                 f"share-lock/{self.key}/{lock}",
-                limits.lock_duration_ms,
+                self.limits().lock_duration_ms,
                 lambda: self._lock_expired(lock),
             )
-        self._advance()
-        self._tell()
-        return ErrorCode.NONE
 
     def release_member(self, member_id: str) -> int:
         """The member left or its share session closed: what it holds is available again."""
         count = 0
         for offset, rec in self.records.items():
-            if rec.state == RecordState.ACQUIRED and rec.member_id == member_id:
+            if rec.state is RecordState.ACQUIRED and rec.member_id == member_id:
                 self._make_available(rec, offset)
                 count += 1
         self._advance()
@@ -228,7 +300,8 @@ class SharePartition:
     def _settle(self, rec: InFlight, state: RecordState, offset: int) -> None:
         rec.state = state
         rec.member_id = None
-        self.dirty.add(offset)
+        if self.track:
+            self.dirty.add(offset)
 
     def _count(self, what: str, n: int) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
@@ -240,7 +313,9 @@ class SharePartition:
         else:
             rec.state = RecordState.AVAILABLE
             rec.member_id = None
-            self.dirty.add(offset)
+            if self.track:
+                self.dirty.add(offset)
+            self._available.add(offset)
             self._freed = True
 
     def _advance(self) -> None:
@@ -264,6 +339,7 @@ class SharePartition:
             return
         for o in [o for o in self.records if o < offset]:
             del self.records[o]
+        self._available = {o for o in self._available if o >= offset}
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
         self.start_moved = True
@@ -278,20 +354,15 @@ class SharePartition:
     def next_fetch_offset(self) -> int:
         """Where a fetch reads from: the first AVAILABLE offset in flight, else the end of
         what was ever acquired (Kafka's next fetch offset)."""
-        found = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE]
-        below = [o for o in found if o < self.end_offset]
-        return min(below) if below else self.end_offset
+        return min(self._available) if self._available else self.end_offset
 
     def has_available(self, log_end: int) -> bool:
         """Whether a fetch could acquire anything now (new records below ``log_end``, the
         high watermark or under read_committed the last stable offset, or AVAILABLE ones)."""
-        if log_end > self.end_offset and self.end_offset - self.start_offset < (
-            self.limits().max_in_flight
-        ):
+        if self._available:
             return True
-        return any(
-            r.state == RecordState.AVAILABLE and o < self.end_offset
-            for o, r in self.records.items()
+        return log_end > self.end_offset and self.end_offset - self.start_offset < (
+            self.limits().max_in_flight
         )
 
     # --- persistence (what Kafka keeps in __share_group_state) -------------------------------
@@ -321,9 +392,11 @@ class SharePartition:
                 del self.records[o]
         self.start_offset = start_offset
         self.end_offset = min(self.end_offset, start_offset)
+        self._available = {o for o in self._available if o < self.end_offset}
         for first, last, state, count in batches:
             for offset in range(max(first, start_offset), last + 1):
                 self.records[offset] = InFlight(RecordState(state), count)
+                self._restored_end = max(self._restored_end, offset + 1)
 
 
 # (first offset, last offset, state, delivery count): Kafka's PersisterStateBatch
@@ -347,14 +420,10 @@ def _state_batches(items: Iterable[tuple[int, InFlight]]) -> list[StateBatch]:
     return out
 
 
-def _runs(offsets: list[int], records: dict[int, InFlight]) -> list[Acquired]:
-    """Consecutive offsets with the same delivery count, as one AcquiredRecords each."""
-    out: list[Acquired] = []
-    for offset in offsets:
-        count = records[offset].delivery_count
-        if out and out[-1].last_offset == offset - 1 and out[-1].delivery_count == count:
-            prev = out[-1]
-            out[-1] = Acquired(prev.first_offset, offset, count)
-        else:
-            out.append(Acquired(offset, offset, count))
-    return out
+def _add_run(runs: list[Acquired], first: int, last: int, count: int) -> None:
+    """Append first..last with ``count`` to ``runs``, joined to the last run when it
+    continues it with the same delivery count (one AcquiredRecords each)."""
+    if runs and runs[-1].last_offset == first - 1 and runs[-1].delivery_count == count:
+        runs[-1] = Acquired(runs[-1].first_offset, last, count)
+    else:
+        runs.append(Acquired(first, last, count))

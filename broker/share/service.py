@@ -56,6 +56,8 @@ class ShareService:
         self.coordinator.on_member_removed = self.member_gone
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # whether share partitions keep their changes for a store (``durable.attach``)
+        self.track = False
         # records delivered, acknowledged by type, expired, archived at the delivery limit
         self.counts: dict[str, int] = {}
         # share fetches waiting for records of a share partition to become available again
@@ -119,6 +121,7 @@ class ShareService:
             self.counts,
         )
         sp.changed = lambda changed: self.on_changed(key, changed)
+        sp.track = self.track
         sp.freed = lambda _sp: self._wake(key)
         self.partitions[key] = sp
         sp.start_moved = True  # its start offset is state to keep (Kafka initializes it)

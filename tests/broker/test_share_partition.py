@@ -120,6 +120,7 @@ def test_next_fetch_offset_is_the_first_available_in_flight() -> None:
 
 def test_changes_and_snapshot_restore_what_is_settled() -> None:
     sp, timers = make()
+    sp.track = True  # a store keeps its changes
     sp.acquire("a", [(0, 5)], 10)
     assert sp.take_changes() is None  # acquisitions are never written
     sp.acknowledge("a", 0, 0, [ACCEPT])
@@ -133,6 +134,7 @@ def test_changes_and_snapshot_restore_what_is_settled() -> None:
     assert snap == (1, [(2, 3, 4, 1), (4, 4, 0, 1)])
     # a restart: the acquired records come back, the settled never
     back, _ = make()
+    back.track = True
     back.restore(*snap)
     got = back.acquire("b", [(0, 5)], 10)
     assert got == [Acquired(1, 1, 1), Acquired(4, 4, 2), Acquired(5, 5, 1)]
