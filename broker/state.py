@@ -17,6 +17,7 @@ from kgroupd.broker.log.producers import ProducerStateManager
 from kgroupd.broker.log.topics import TopicManager
 from kgroupd.broker.security.acls import Authorizer
 from kgroupd.broker.security.credentials import CredentialStore
+from kgroupd.broker.share.durable import attach, restore, restore_configs
 from kgroupd.broker.share.group_config import GroupConfigs
 from kgroupd.broker.share.service import ShareService
 
@@ -59,6 +60,11 @@ class Broker:
         # the GROUP config resource: every group's dynamic configs (KIP-848, KIP-932)
         self.group_configs = GroupConfigs(config)
         self._share: ShareService | None = None
+        if durability is not None and durability.share_state is not None:
+            # under --data-dir the share groups load with everything else (their sessions'
+            # timers are armed once the load is done)
+            restore_configs(self.group_configs, durability.share_state)
+            self._share = _share_service(self)
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
         # What the hot path counts for /metrics (kgroupd.broker.http.metrics); None under
         # --no-metrics
@@ -122,6 +128,14 @@ class Broker:
         else:
             synced.add_done_callback(lambda s: _copy_outcome(s, fut))
 
+    def share_synced(self) -> asyncio.Future[None] | None:
+        """After a share-state write (acknowledgements, offsets): a future for it being
+        durable (fsync=always), or None (written before the answer goes out)."""
+        d = self.durability
+        if d is None or d.share_store is None or self.config.fsync_mode != "always":
+            return None
+        return self._coalesced("share", d.share_store.synced)
+
     @property
     def share(self) -> ShareService:
         """Share groups (KIP-932): their coordinator, partitions and sessions, on first use."""
@@ -172,13 +186,21 @@ def _share_service(broker: Broker) -> ShareService:
         shard = coordinator.shard_for(group_id)
         return group_id in shard.groups or group_id in shard.consumer_groups
 
-    return ShareService(
+    service = ShareService(
         coordinator.timers,
         TopicsOf(broker.topics),
         broker.group_configs,
         broker.config.group_share_max_size,
         other_group_exists,
     )
+    broker.topics.listeners.append(service.coordinator.on_topics_changed)
+    d = broker.durability
+    if d is not None and d.share_store is not None:
+        if d.share_state is not None:
+            restore(service, d.share_state)
+            d.share_state = None
+        d.share_store.snapshot_source = attach(service, broker.group_configs, d.share_store.append)
+    return service
 
 
 class TopicsOf:

@@ -45,8 +45,12 @@ API_NAMES: dict[int, str] = {
     68: "ConsumerGroupHeartbeat",
     69: "ConsumerGroupDescribe",
     76: "ShareGroupHeartbeat",
+    77: "ShareGroupDescribe",
     78: "ShareFetch",
     79: "ShareAcknowledge",
+    90: "DescribeShareGroupOffsets",
+    91: "AlterShareGroupOffsets",
+    92: "DeleteShareGroupOffsets",
 }
 
 

@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="client properties for --to (default: --command-config's)",
     )
 
+    from .share_groups import add_parser as add_share_groups
+
+    add_share_groups(tools, common, _Parser)
+
     topics = tools.add_parser("topics", help="topics (kafka-topics)")
     t = topics.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = t.add_parser("list", parents=[common], help="list topics")
@@ -146,6 +150,10 @@ async def run(args: argparse.Namespace) -> int:
                 "delete": topics.cmd_delete,
             }[args.command]
             return await command(admin, args)
+        if args.tool == "share-groups":
+            from .share_groups import COMMANDS
+
+            return await COMMANDS[args.command](admin, args)
         if args.command == "copy-offsets":
             target_settings: ClientSettings = (
                 load_settings(args.to_command_config, "--to-command-config")
@@ -169,7 +177,8 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def amain(argv: Sequence[str]) -> int:
-    """``argv`` starts with the tool's name (``groups`` or ``topics``); the exit code (bad
+    """``argv`` starts with the tool's name (``groups``, ``share-groups`` or ``topics``); the
+    exit code (bad
     flags exit 2 through argparse)."""
     from .groups import Failed
 

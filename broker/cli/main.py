@@ -80,7 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] in (["groups"], ["topics"]):  # the admin tools, never on the serving path
+    # the admin tools, never on the serving path
+    if args[:1] in (["groups"], ["share-groups"], ["topics"]):
         from kgroupd.broker.cli.tools import main as admin_main
 
         return admin_main(args)

@@ -3,6 +3,11 @@
 DescribeGroups v3+ answers the authorized operations when asked (with no authorizer, every
 operation Kafka defines on a group), v6 GROUP_ID_NOT_FOUND for an unknown group; ListGroups
 v4 filters by state, v5 by type and names each group's type.
+
+Share groups (KIP-932) are listed as Kafka lists them (protocol type "share", type "share",
+state Empty or Stable); DescribeGroups, which describes classic groups, answers a share group
+as it answers an unknown one (Dead; from v6 GROUP_ID_NOT_FOUND "Group X is not a classic
+group."); DeleteGroups deletes an Empty share group with its share-partition state.
 """
 
 from __future__ import annotations
@@ -10,11 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from kgroupd.broker.coordinator import DeleteGroups, DescribeGroups, ListGroups
+from kgroupd.broker.coordinator.commands import ListedGroup
 from kgroupd.broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from kgroupd.broker.handlers.group_offsets import when_durable
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.security.acls import CLUSTER_NAME, ResourceType
 from kgroupd.broker.security.rules import CLUSTER_DESCRIBE, GROUP_DELETE, GROUP_DESCRIBE
+from kgroupd.broker.share.admin import delete_group as delete_share_group
 from kgroupd.protocol.errors import ErrorCode
 
 
@@ -40,11 +47,22 @@ def handle_describe_groups(ctx: RequestContext, req: Fields) -> Fields:
     result = ctx.broker.coordinator.describe_groups(cmd) if asked else None
     described = {g.group_id: g for g in result.groups} if result is not None else {}
     wanted = req["include_authorized_operations"]
+    share_groups = ctx.broker.share.coordinator.groups
     groups = []
     for name in names:
         g = described.get(name)
         if name in refused or g is None:
             groups.append(_refused_group(name))
+            continue
+        if g.error == ErrorCode.GROUP_ID_NOT_FOUND and name in share_groups:
+            groups.append(
+                {
+                    **_refused_group(name),
+                    "error_code": int(g.error),
+                    "group_state": "",
+                    "error_message": f"Group {name} is not a classic group.",
+                }
+            )
             continue
         ops = NOT_REQUESTED
         if wanted:
@@ -77,6 +95,7 @@ def handle_describe_groups(ctx: RequestContext, req: Fields) -> Fields:
 def handle_list_groups(ctx: RequestContext, req: Fields) -> Fields:
     cmd = ListGroups(tuple(req["states_filter"]), tuple(req["types_filter"]))
     result = ctx.broker.coordinator.list_groups(cmd)
+    listed = list(result.groups) + _share_groups(ctx, cmd)
     # DESCRIBE on the cluster shows every group; otherwise those the principal may DESCRIBE
     every = not ctx.denies(CLUSTER_DESCRIBE, CLUSTER_NAME)
     return {
@@ -88,24 +107,43 @@ def handle_list_groups(ctx: RequestContext, req: Fields) -> Fields:
                 "group_state": g.state,
                 "group_type": g.group_type,
             }
-            for g in result.groups
+            for g in listed
             if every or not ctx.denies(GROUP_DESCRIBE, g.group_id)
         ],
     }
+
+
+def _share_groups(ctx: RequestContext, cmd: ListGroups) -> list[ListedGroup]:
+    types = {t.lower() for t in cmd.types_filter}
+    if types and "share" not in types:
+        return []
+    states = {s.lower() for s in cmd.states_filter}
+    return [
+        ListedGroup(g.group_id, "share", g.state.value, "share")
+        for g in ctx.broker.share.coordinator.groups.values()
+        if not states or g.state.value.lower() in states
+    ]
 
 
 @handler(42)
 def handle_delete_groups(ctx: RequestContext, req: Fields) -> Fields | Any:
     names = req["groups_names"] or []
     refused = {g for g in names if ctx.denies(GROUP_DELETE, g)}
-    allowed = tuple(g for g in names if g not in refused)
+    share = ctx.broker.share
+    shared = {g for g in names if g in share.coordinator.groups}
+    allowed = tuple(g for g in names if g not in refused and g not in shared)
     done = iter(ctx.broker.coordinator.delete_groups(DeleteGroups(allowed)).results)
     results = []
     for name in names:
         if name in refused:
             results.append((name, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+        elif name in shared:
+            results.append((name, delete_share_group(share, name)))
         else:
             results.append(next(done))
     reply = {"results": [{"group_id": gid, "error_code": int(code)} for gid, code in results]}
     # The tombstones are durable before the answer (--fsync always).
-    return when_durable(ctx.broker.state_synced(), reply)
+    synced = ctx.broker.state_synced() if allowed else None
+    if shared:
+        synced = synced or ctx.broker.share_synced()
+    return when_durable(synced, reply)

@@ -105,6 +105,7 @@ HOMES: dict[int, str] = {
     **dict.fromkeys((33, 44), "configs"),
     **dict.fromkeys((68, 69), "consumer_groups"),
     **dict.fromkeys((76, 78, 79), "share"),
+    **dict.fromkeys((77, 90, 91, 92), "share_admin"),
 }
 
 

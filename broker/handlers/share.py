@@ -7,7 +7,13 @@ from every session partition and answers the whole batches holding them with the
 ranges and their delivery counts (the client keeps only the acquired records). With nothing to
 acquire it waits up to MaxWaitMs for new records. v2 adds RENEW acknowledgements (IsRenewAck).
 ShareAcknowledge applies acknowledgements only; epoch 0 is INVALID_SHARE_SESSION_EPOCH there.
-A session closed with epoch -1 releases what the member still holds.
+A session closed with epoch -1 releases what the member still holds. The reads
+(``kgroupd.broker.share.reader``) come from the cached tail or the segment files, up to the last
+stable offset under share.isolation.level=read_committed, whose aborted records are archived.
+
+As in Kafka, a share fetch does not ask the group coordinator whether its member belongs to
+the group (in Kafka the partition leader serving it is not the coordinator; ShareFetch has no
+UNKNOWN_MEMBER_ID): a member the coordinator removes loses its share sessions and what it holds.
 """
 
 from __future__ import annotations
@@ -15,15 +21,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 from kgroupd.broker.coordinator.share.commands import ShareGroupHeartbeat
-from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
-from kgroupd.broker.log.partition import PartitionLog, ReadWouldBlock
-from kgroupd.broker.share.partition import RENEW, Acquired
-from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
+from kgroupd.broker.handlers.group_offsets import when_durable
+from kgroupd.broker.handlers.registry import Fields, Reply, RequestContext, handler
+from kgroupd.broker.log.partition import PartitionLog
+from kgroupd.broker.share.partition import RENEW
+from kgroupd.broker.share.reader import Fetched, Outcome, acquire_for
+from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareService, ShareSession
 from kgroupd.protocol.errors import ErrorCode
-from kgroupd.protocol.records import CONTROL_BIT, parse_header
 
 DEFAULT_MAX_RECORDS = 500
 
@@ -117,17 +125,19 @@ def _acknowledge(
 
 
 @handler(79)
-def handle_share_acknowledge(ctx: RequestContext, req: Fields) -> Fields:
+def handle_share_acknowledge(ctx: RequestContext, req: Fields) -> Reply:
     session = _open(ctx, req, fetching=False)
     if not isinstance(session, ShareSession):
         return session
     acks = _acknowledge(ctx, session, req["topics"], req["is_renew_ack"])
     ctx.broker.share.advance(session, req["share_session_epoch"])
-    return {
+    reply = {
         "error_code": 0,
         "acquisition_lock_timeout_ms": ctx.broker.share.lock_duration_ms(session.group_id),
         "responses": _group({k: {"error_code": int(c), **_leader(ctx)} for k, c in acks.items()}),
     }
+    # the acknowledgements are on disk before the answer (--fsync always)
+    return when_durable(ctx.broker.share_synced() if acks else None, reply)
 
 
 @handler(78)
@@ -143,6 +153,7 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     ):
         return _top_error(ErrorCode.INVALID_REQUEST, "Fetching is not allowed in a final fetch.")
     acks = _acknowledge(ctx, session, req["topics"], req["is_renew_ack"])
+    synced = ctx.broker.share_synced() if acks else None
     for t in req["topics"]:
         for p in t["partitions"]:
             session.partitions.add((t["topic_id"], p["partition_index"]))
@@ -151,12 +162,36 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
             session.partitions.discard((t["topic_id"], index))
     ctx.broker.share.advance(session, epoch)
     if epoch == FINAL_EPOCH or req["is_renew_ack"]:
-        return _fetch_response(ctx, session, acks, {}, {})
+        return when_durable(synced, _fetch_response(ctx, session, acks, {}, {}))
     max_records = req["max_records"] if req["max_records"] > 0 else DEFAULT_MAX_RECORDS
-    fetched, errors, logs = _acquire(ctx, session, max_records, req["max_bytes"])
+    ran = acquire_for(
+        ctx.broker.share, ctx.broker.topics.by_id, session, max_records, req["max_bytes"]
+    )
+    if not isinstance(ran, tuple):
+        return _after_reads(ctx, session, req, acks, ran, max_records, synced)
+    fetched, errors, logs = ran
+    if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
+        return when_durable(synced, _fetch_response(ctx, session, acks, fetched, errors))
+    return _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
+
+
+async def _after_reads(
+    ctx: RequestContext,
+    session: ShareSession,
+    req: Fields,
+    acks: dict[tuple[uuid.UUID, int], ErrorCode],
+    reads: Coroutine[Any, Any, Outcome],
+    max_records: int,
+    synced: asyncio.Future[None] | None,
+) -> Fields:
+    """A fetch whose reads went to the segment files: answered once they are made (and its
+    acknowledgements are on disk)."""
+    fetched, errors, logs = await reads
+    if synced is not None:
+        await synced
     if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
         return _fetch_response(ctx, session, acks, fetched, errors)
-    return _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
+    return await _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
 
 
 async def _long_poll(
@@ -167,80 +202,45 @@ async def _long_poll(
     max_wait_ms: int,
     logs: list[PartitionLog],
 ) -> Fields:
+    """Wait up to ``max_wait_ms`` for records to acquire: new ones in the logs, or ones made
+    available again (released, their lock expired); a wake-up that finds nothing to take
+    (another member took them first) waits on."""
+    share = ctx.broker.share
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait_ms / 1000.0
+    while True:
+        await _wait(share, session, logs, deadline - loop.time())
+        if (session.group_id, session.member_id) not in share.sessions:
+            return _fetch_response(ctx, session, {}, {}, {})  # closed meanwhile
+        ran = acquire_for(share, ctx.broker.topics.by_id, session, max_records, max_bytes)
+        fetched, errors, logs = ran if isinstance(ran, tuple) else await ran
+        if fetched or errors or not logs or loop.time() >= deadline:
+            return _fetch_response(ctx, session, {}, fetched, errors)
+
+
+async def _wait(
+    share: ShareService, session: ShareSession, logs: list[PartitionLog], timeout: float
+) -> None:
     futures = [log.wait_for_data() for log in logs]
+    keys = [(session.group_id, *tp) for tp in sorted(session.partitions)]
+    freed = [share.wait_for_available(k) for k in keys]
     try:
-        await asyncio.wait(futures, timeout=max_wait_ms / 1000.0)
+        await asyncio.wait(
+            [*futures, *freed], timeout=max(timeout, 0), return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         for log, fut in zip(logs, futures, strict=True):
             if not fut.done():
                 fut.cancel()
                 with contextlib.suppress(ValueError):
                     log.waiters.remove(fut)
-    if (session.group_id, session.member_id) not in ctx.broker.share.sessions:
-        return _fetch_response(ctx, session, {}, {}, {})  # closed meanwhile
-    fetched, errors, _ = _acquire(ctx, session, max_records, max_bytes)
-    return _fetch_response(ctx, session, {}, fetched, errors)
-
-
-Fetched = dict[tuple[uuid.UUID, int], tuple[bytes, list[Acquired]]]
-
-
-def _acquire(
-    ctx: RequestContext, session: ShareSession, max_records: int, max_bytes: int
-) -> tuple[Fetched, dict[tuple[uuid.UUID, int], ErrorCode], list[PartitionLog]]:
-    share = ctx.broker.share
-    fetched: Fetched = {}
-    errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
-    logs: list[PartitionLog] = []
-    budget = max_bytes
-    for topic_id, index in sorted(session.partitions):
-        topic = ctx.broker.topics.by_id(topic_id)
-        if topic is None:
-            errors[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_ID
-            continue
-        if not 0 <= index < len(topic.partitions):
-            errors[(topic_id, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        log = topic.partitions[index]
-        logs.append(log)
-        sp = share.partition(
-            session.group_id, topic_id, index, log.log_start_offset, log.high_watermark
-        )
-        if max_records <= 0 or budget <= 0 or not sp.has_available(log.high_watermark):
-            continue
-        try:
-            parts, _size = log.read_chunks(
-                sp.start_offset, budget, True, below=log.high_watermark, nowait=True
-            )
-        except ReadWouldBlock:
-            continue  # kgroupd serves share fetches from the cached tail only, for now
-        batches = [bytes(p) for p in parts]
-        ranges = []
-        for data in batches:
-            header = parse_header(data)
-            if not header.attributes & CONTROL_BIT:
-                ranges.append((header.base_offset, header.base_offset + header.last_offset_delta))
-        acquired = sp.acquire(session.member_id, ranges, max_records)
-        if not acquired:
-            continue
-        max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-        kept = [
-            d
-            for d in batches
-            if any(
-                a.first_offset <= _last(d) and a.last_offset >= parse_header(d).base_offset
-                for a in acquired
-            )
-        ]
-        data = b"".join(kept)
-        budget -= len(data)
-        fetched[(topic_id, index)] = (data, acquired)
-    return fetched, errors, logs
-
-
-def _last(batch: bytes) -> int:
-    header = parse_header(batch)
-    return header.base_offset + header.last_offset_delta
+        for key, fut in zip(keys, freed, strict=True):
+            if not fut.done():
+                fut.cancel()
+                with contextlib.suppress(ValueError, KeyError):
+                    share.waiters[key].remove(fut)
+                if not share.waiters.get(key, True):
+                    del share.waiters[key]
 
 
 def _leader(ctx: RequestContext) -> Fields:

@@ -21,6 +21,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from kgroupd.broker.http.share_metrics import share_group_states, share_metrics
 from kgroupd.broker.stats import REQUEST_BUCKETS, BrokerStats, Names, PlainHistogram
 from kgroupd.protocol.api_names import api_name
 from kgroupd.protocol.errors import ErrorCode
@@ -177,6 +178,11 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
                         key = (label, tlabel, partition)
                         behind = logs[partition].high_watermark - om[0]
                         lags[key] = lags.get(key, 0) + (behind if behind > 0 else 0)
+    for gid, state, n, gen in share_group_states(broker):
+        counts[(state, "share")] = counts.get((state, "share"), 0) + 1
+        row = per_group.setdefault(s.groups(gid), [0, 0])
+        row[0] += n
+        row[1] += gen
     for (state, kind), n in sorted(counts.items()):
         groups.add_metric([state, kind], n)
     for label, (n, gen) in sorted(per_group.items()):
@@ -189,6 +195,7 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
     for group, value in sorted(sums.items()):
         lag_sum.add_metric([group], value)
     yield from (groups, members, generation, lag, lag_sum)
+    yield from share_metrics(broker, s.groups, s.topics)
     commits = CounterMetricFamily(
         "kgroupd_offset_commits", "Partition offsets committed (OffsetCommit)"
     )

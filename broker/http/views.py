@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kgroupd.broker.coordinator.consumer.group import ConsumerGroup
 from kgroupd.broker.coordinator.group import ClassicGroup
+from kgroupd.broker.http.share_views import share_group_ids, share_group_view
 
 if TYPE_CHECKING:
     from kgroupd.broker.coordinator.shard import CoordinatorShard
@@ -151,7 +152,7 @@ def group_view(broker: Broker, group_id: str) -> dict[str, Any] | None:
     """A group as ``groups describe --members --offsets --state`` shows it; None: unknown."""
     group = find_group(broker, group_id)
     if group is None:
-        return None
+        return share_group_view(broker, group_id)
     shard = broker.coordinator.shard_for(group_id)
     owners = assignment(broker, group)
     if isinstance(group, ClassicGroup):
@@ -188,6 +189,7 @@ def groups_view(broker: Broker) -> list[dict[str, Any]]:
         if shard.owned and not shard.loading:
             ids.extend(shard.groups)
             ids.extend(shard.consumer_groups)
+    ids.extend(share_group_ids(broker))
     out = []
     for gid in sorted(ids):
         view = group_view(broker, gid)

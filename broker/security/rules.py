@@ -181,4 +181,8 @@ ACCESS: dict[int, ApiAccess] = {
     76: ApiAccess((GROUP_READ, TOPIC_DESCRIBE), _on(GROUP_READ, "group_id")),  # ShareGroupHb
     78: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # ShareFetch
     79: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # ShareAcknowledge
+    77: ApiAccess((GROUP_DESCRIBE, TOPIC_DESCRIBE)),  # ShareGroupDescribe
+    90: ApiAccess((GROUP_DESCRIBE, TOPIC_DESCRIBE)),  # DescribeShareGroupOffsets
+    91: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # AlterShareGroupOffs.
+    92: ApiAccess((GROUP_DELETE, TOPIC_READ), _on(GROUP_DELETE, "group_id")),  # DeleteShareGr...
 }

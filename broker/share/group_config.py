@@ -35,6 +35,18 @@ _BY_DURATION = re.compile(
 )
 
 
+def by_duration_ms(value: str) -> int | None:
+    """The milliseconds of a ``by_duration:PnDTnHnMn.nS`` reset, None if it is not one."""
+    m = _BY_DURATION.fullmatch(value.strip())
+    if m is None:
+        return None
+    days, hours, minutes, seconds = m.groups()
+    total = float(seconds or 0) + 60 * (
+        int(minutes or 0) + 60 * (int(hours or 0) + 24 * int(days or 0))
+    )
+    return int(total * 1000)
+
+
 class GroupConfigError(Exception):
     """A group config Kafka refuses (INVALID_CONFIG), with Kafka's message."""
 
@@ -268,6 +280,8 @@ class GroupConfigs:
     def __init__(self, settings: BrokerGroupSettings) -> None:
         self.settings = settings
         self._overrides: dict[str, dict[str, str]] = {}
+        # told of every change (under --data-dir the share store writes it)
+        self.on_change: Callable[[str, dict[str, str]], None] = lambda _g, _p: None
 
     def overrides(self, group_id: str) -> dict[str, str]:
         return dict(self._overrides.get(group_id, {}))
@@ -278,6 +292,7 @@ class GroupConfigs:
             self._overrides[group_id] = dict(props)
         else:
             self._overrides.pop(group_id, None)
+        self.on_change(group_id, dict(props))
 
     def all_overrides(self) -> dict[str, dict[str, str]]:
         return {g: dict(p) for g, p in self._overrides.items()}

@@ -9,19 +9,22 @@ INVALID_SHARE_SESSION_EPOCH. The epoch after 2**31-1 is 1.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kgroupd.broker.coordinator.share.coordinator import ShareGroupCoordinator, TopicsView
 from kgroupd.broker.coordinator.timers import Timers
-from kgroupd.broker.share.group_config import GroupConfigs
+from kgroupd.broker.log.partition import PartitionLog
+from kgroupd.broker.share.group_config import GroupConfigs, by_duration_ms
 from kgroupd.broker.share.partition import Limits, SharePartition
 from kgroupd.protocol.errors import ErrorCode
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 
 TopicPartition = tuple[uuid.UUID, int]
+PartitionKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 
 
 @dataclass(slots=True)
@@ -51,8 +54,18 @@ class ShareService:
             timers, topics, configs, max_size, other_group_exists
         )
         self.coordinator.on_member_removed = self.member_gone
-        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        self.partitions: dict[PartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # whether share partitions keep their changes for a store (``durable.attach``)
+        self.track = False
+        # records delivered, acknowledged by type, expired, archived at the delivery limit
+        self.counts: dict[str, int] = {}
+        # share fetches waiting for records of a share partition to become available again
+        self.waiters: dict[PartitionKey, list[asyncio.Future[None]]] = {}
+        # what is persisted (``kgroupd.broker.share.durable``): a share partition whose state
+        # changed (its ``take_changes``), one dropped
+        self.on_changed: Callable[[PartitionKey, SharePartition], None] = lambda _k, _sp: None
+        self.on_dropped: Callable[[PartitionKey], None] = lambda _k: None
 
     # --- sessions ----------------------------------------------------------------------------
 
@@ -84,20 +97,78 @@ class ShareService:
     # --- partitions --------------------------------------------------------------------------
 
     def partition(
-        self, group_id: str, topic_id: uuid.UUID, index: int, log_start: int, log_end: int
+        self, group_id: str, topic_id: uuid.UUID, index: int, log: PartitionLog
     ) -> SharePartition:
+        """The share partition of (group, topic partition), made on first use at the offset
+        share.auto.offset.reset names; moved up with the log's start offset."""
         key = (group_id, topic_id, index)
         sp = self.partitions.get(key)
         if sp is None:
-            reset = self.configs.str_value(group_id, "share.auto.offset.reset").lower()
-            start = log_start if reset == "earliest" else log_end
-            sp = SharePartition(
-                f"{group_id}/{topic_id}/{index}", start, self.timers, self._limits(group_id)
-            )
-            self.partitions[key] = sp
-        if log_start > sp.start_offset:
-            sp.move_start(log_start)
+            sp = self.make_partition(group_id, topic_id, index, self.reset_offset(group_id, log))
+        if log.log_start_offset > sp.start_offset:
+            sp.move_start(log.log_start_offset)
         return sp
+
+    def make_partition(
+        self, group_id: str, topic_id: uuid.UUID, index: int, start: int
+    ) -> SharePartition:
+        key = (group_id, topic_id, index)
+        sp = SharePartition(
+            f"{group_id}/{topic_id}/{index}",
+            start,
+            self.timers,
+            self._limits(group_id),
+            self.counts,
+        )
+        sp.changed = lambda changed: self.on_changed(key, changed)
+        sp.track = self.track
+        sp.freed = lambda _sp: self._wake(key)
+        self.partitions[key] = sp
+        sp.start_moved = True  # its start offset is state to keep (Kafka initializes it)
+        self.on_changed(key, sp)
+        return sp
+
+    def reset_partition(self, group_id: str, topic_id: uuid.UUID, index: int, start: int) -> None:
+        """AlterShareGroupOffsets: the share partition starts afresh at ``start``."""
+        self.drop_partition(group_id, topic_id, index)
+        self.make_partition(group_id, topic_id, index, start)
+
+    def drop_partition(self, group_id: str, topic_id: uuid.UUID, index: int) -> None:
+        """DeleteShareGroupOffsets, DeleteGroups: the share partition's state is gone (its
+        locks fire on the old object, which nothing reaches any more)."""
+        if self.partitions.pop((group_id, topic_id, index), None) is not None:
+            self.on_dropped((group_id, topic_id, index))
+
+    def wait_for_available(self, key: PartitionKey) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.setdefault(key, []).append(fut)
+        return fut
+
+    def _wake(self, key: PartitionKey) -> None:
+        for fut in self.waiters.pop(key, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def reset_offset(self, group_id: str, log: PartitionLog) -> int:
+        """Where a new share partition starts (share.auto.offset.reset): the log start
+        (earliest), the high watermark (latest), or by_duration:<ISO-8601 duration> the first
+        batch whose timestamp is at least that long ago (latest if none is)."""
+        reset = self.configs.str_value(group_id, "share.auto.offset.reset")
+        low = reset.lower()
+        if low == "earliest":
+            return log.log_start_offset
+        if low == "latest":
+            return log.high_watermark
+        duration = by_duration_ms(reset)
+        if duration is None:  # pragma: no cover (validated when set)
+            return log.high_watermark
+        found = log.batch_at_timestamp(self.timers.now_ms() - duration)
+        if found is None:
+            return log.high_watermark
+        return max(found.base_offset, log.log_start_offset)
+
+    def read_committed(self, group_id: str) -> bool:
+        return self.configs.str_value(group_id, "share.isolation.level") == "read_committed"
 
     def _limits(self, group_id: str) -> Callable[[], Limits]:
         def limits() -> Limits:

@@ -19,6 +19,7 @@ from kgroupd.broker.storage.coordinator_store import (
 )
 from kgroupd.broker.storage.datadir import DataDir
 from kgroupd.broker.storage.fsync import FsyncWorker
+from kgroupd.broker.storage.share_store import ShareStore
 from kgroupd.broker.storage.topic_store import TopicStore
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from kgroupd.broker.coordinator import CoordinatorShard, GroupCoordinator
     from kgroupd.broker.log.producers import ProducerStateManager
     from kgroupd.broker.log.topics import TopicManager
+    from kgroupd.broker.share.records import ShareState
 
 
 class _Loader:
@@ -66,6 +68,9 @@ class Durability:
         self.topic_store: TopicStore | None = None
         self.coordinator_store: CoordinatorStore | None = None
         self.coordinator: GroupCoordinator | None = None
+        # share groups (KIP-932): their store and the state it loaded (restored by the broker)
+        self.share_store: ShareStore | None = None
+        self.share_state: ShareState | None = None
 
     def open(
         self, topics: TopicManager, producers: ProducerStateManager
@@ -87,6 +92,8 @@ class Durability:
             c.snapshot_log_bytes,
             c.recover,
         )
+        self.share_store = ShareStore(self.datadir.path, self.worker, c.snapshot_log_bytes)
+        self.share_state = self.share_store.load()
         return cluster_id, self.coordinator_store
 
     def sink_for(self, shard: int) -> RecordSink:
@@ -151,6 +158,8 @@ class Durability:
         """Write the coordinator records emitted so far (before answers go out)."""
         assert self.coordinator_store is not None
         self.coordinator_store.write_pending()
+        if self.share_store is not None:
+            self.share_store.write_pending()
 
     def data_synced(self) -> asyncio.Future[None] | None:
         """After a produce: under fsync=always, a future for the appended batches' fsync."""
@@ -165,6 +174,10 @@ class Durability:
         await self.coordinator_store.finish(final)
         if self.topic_store is not None:
             self.topic_store.close()
+        if self.share_store is not None:
+            self.share_store.close()
         if self.worker is not None:
             self.worker.close()
+        if self.share_store is not None:
+            self.share_store.close_fd()
         self.datadir.close()

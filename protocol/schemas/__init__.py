@@ -66,8 +66,12 @@ SERVED: dict[int, tuple[int, int]] = {
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
     76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
     78: (1, 2),  # ShareFetch
     79: (1, 2),  # ShareAcknowledge
+    90: (0, 1),  # DescribeShareGroupOffsets
+    91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
 }
 
 # api_key -> the module of this package that defines it (its ``DEFINITIONS``). A module is

@@ -90,3 +90,61 @@ def test_in_flight_bound() -> None:
     sp.acknowledge("a", 0, 1, [ACCEPT])
     assert sp.has_available(10)
     assert sp.acquire("a", [(0, 9)], 100) == [Acquired(4, 5, 1)]
+
+
+def test_undeliverable_batches_are_archived_as_the_fetch_passes_them() -> None:
+    sp, _ = make()
+    # data 0-2, an aborted transaction's batch 3-4, a marker at 5, data 6-7
+    ranges = [(0, 2, True), (3, 4, False), (5, 5, False), (6, 7, True)]
+    assert sp.acquire("a", ranges, 4) == [Acquired(0, 2, 1), Acquired(6, 6, 1)]
+    assert sp.next_fetch_offset() == 7
+    assert sp.acquire("b", ranges, 10) == [Acquired(7, 7, 1)]
+    assert sp.acknowledge("a", 0, 2, [ACCEPT]) == ErrorCode.NONE
+    assert sp.start_offset == 6  # past the archived offsets too
+    # a fetch that stops at its record limit archives nothing beyond where it stopped
+    sp2, _ = make()
+    assert sp2.acquire("a", [(0, 3, True), (4, 4, False)], 2) == [Acquired(0, 1, 1)]
+    assert (sp2.end_offset, sp2.next_fetch_offset()) == (2, 2)
+    assert sp2.acquire("b", [(2, 3, True), (4, 4, False)], 10) == [Acquired(2, 3, 1)]
+    assert sp2.end_offset == 5
+
+
+def test_next_fetch_offset_is_the_first_available_in_flight() -> None:
+    sp, _ = make()
+    sp.acquire("a", [(0, 9)], 10)
+    assert sp.next_fetch_offset() == 10
+    sp.acknowledge("a", 4, 5, [RELEASE])
+    assert sp.next_fetch_offset() == 4
+    assert sp.has_available(10)  # nothing new, but 4 and 5 are available again
+
+
+def test_changes_and_snapshot_restore_what_is_settled() -> None:
+    sp, timers = make()
+    sp.track = True  # a store keeps its changes
+    sp.acquire("a", [(0, 5)], 10)
+    assert sp.take_changes() is None  # acquisitions are never written
+    sp.acknowledge("a", 0, 0, [ACCEPT])
+    sp.acknowledge("a", 2, 3, [REJECT])
+    sp.acknowledge("a", 4, 4, [RELEASE])
+    start, batches = sp.take_changes() or (None, None)
+    # 0 settled (the start moved past it), 2-3 archived, 4 available after one delivery
+    assert (start, batches) == (1, [(2, 3, 4, 1), (4, 4, 0, 1)])
+    assert sp.take_changes() is None
+    snap = sp.snapshot()  # 1 and 5 still acquired: kept as what they were before
+    assert snap == (1, [(2, 3, 4, 1), (4, 4, 0, 1)])
+    # a restart: the acquired records come back, the settled never
+    back, _ = make()
+    back.track = True
+    back.restore(*snap)
+    got = back.acquire("b", [(0, 5)], 10)
+    assert got == [Acquired(1, 1, 1), Acquired(4, 4, 2), Acquired(5, 5, 1)]
+    back.acknowledge("b", 1, 1, [ACCEPT])
+    assert back.start_offset == 4
+    # a lock that expires is written too (through ``changed``: outside a request)
+    seen = []
+    back.changed = seen.append
+    timers_back = back.timers
+    assert isinstance(timers_back, type(timers))
+    timers_back.advance(1000)
+    assert seen == [back]
+    assert back.take_changes() == (4, [(4, 4, 0, 2), (5, 5, 0, 1)])

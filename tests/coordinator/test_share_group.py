@@ -31,7 +31,7 @@ def hb(member: str, epoch: int, topics: tuple[str, ...] | None = None) -> ShareG
     return ShareGroupHeartbeat(G, member, epoch, subscribed_topic_names=topics)
 
 
-def test_every_member_gets_every_subscribed_partition(env) -> None:  # type: ignore[no-untyped-def]
+def test_the_simple_assignor_spreads_partitions_and_shares_them(env) -> None:  # type: ignore[no-untyped-def]
     coord, _timers, topics, _c = env
     t1 = topics.create("t1", 3)
     t2 = topics.create("t2", 1)
@@ -40,12 +40,16 @@ def test_every_member_gets_every_subscribed_partition(env) -> None:  # type: ign
     assert a.assignment == ((t1, (0, 1, 2)),)
     b = coord.heartbeat(hb("b", 0, ("t1", "t2", "missing")))
     assert b.member_epoch == 2
-    assert b.assignment == tuple(sorted([(t1, (0, 1, 2)), (t2, (0,))]))
-    # a catches up with the new epoch; its assignment did not change: not sent again
+    # t1's three partitions are split (a keeps two of its own), t2's one goes to b alone
+    assert b.assignment == tuple(sorted([(t1, (2,)), (t2, (0,))]))
     a = coord.heartbeat(hb("a", 1))
-    assert (a.error, a.member_epoch, a.assignment) == (ErrorCode.NONE, 2, None)
+    assert (a.error, a.member_epoch, a.assignment) == (ErrorCode.NONE, 2, ((t1, (0, 1)),))
     a = coord.heartbeat(hb("a", 2))
-    assert (a.member_epoch, a.assignment) == (2, None)
+    assert (a.member_epoch, a.assignment) == (2, None)  # unchanged: not sent again
+    # a third member on t2 shares its one partition with b
+    c = coord.heartbeat(hb("c", 0, ("t2",)))
+    assert c.assignment == ((t2, (0,)),)
+    assert coord.heartbeat(hb("b", 2)).assignment is None  # b keeps what it had
 
 
 def test_subscription_and_partition_changes_bump_the_epoch(env) -> None:  # type: ignore[no-untyped-def]

@@ -10,8 +10,9 @@ Kafka's rules, as its GroupMetadataManager applies them to share groups:
   change; the target assignment is then recomputed (its epoch is the group epoch), and each
   member moves to it at its next heartbeat. Share groups have no revocation phase: records are
   shared, not owned, so a member takes its new assignment at once.
-- The assignment is the simple assignor's: every member is given every partition of every
-  topic it subscribes to (several members share one partition's records).
+- The assignment is the simple assignor's (``assignor``): each partition goes to
+  ceil(members / partitions) of the members subscribed to its topic, and each member gets an
+  even share; one partition is shared by every member.
 - Each heartbeat resets the member's session timer (share.session.timeout.ms, a group config);
   a member that stops heartbeating is removed when it fires.
 - A group id names one group of one type: a share heartbeat for a classic or consumer group is
@@ -30,6 +31,7 @@ from typing import Protocol
 
 import structlog
 
+from kgroupd.broker.coordinator.share.assignor import assign
 from kgroupd.broker.coordinator.share.commands import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -125,11 +127,16 @@ class ShareGroupCoordinator:
         # called with (group id, member id) when a member's session expires, so the share
         # partitions release what it holds
         self.on_member_removed: Callable[[str, str], None] = lambda _g, _m: None
+        # what is persisted (the share groups' records): a group whose members, epochs or
+        # assignments changed, and a group deleted
+        self.on_group_changed: Callable[[ShareGroup], None] = lambda _g: None
+        self.on_group_deleted: Callable[[str], None] = lambda _g: None
 
     # --- heartbeat -------------------------------------------------------------------------
 
     def heartbeat(self, cmd: ShareGroupHeartbeat) -> ShareGroupHeartbeatResult:
         """Join (epoch 0), heartbeat (the member's epoch) or leave (epoch -1)."""
+        before = _signature(self.groups.get(cmd.group_id))
         try:
             _check_request(cmd)
             if cmd.member_epoch == LEAVE_EPOCH:
@@ -137,6 +144,10 @@ class ShareGroupCoordinator:
             return self._heartbeat(cmd)
         except _Refused as exc:
             return ShareGroupHeartbeatResult(exc.error, exc.message)
+        finally:
+            group = self.groups.get(cmd.group_id)
+            if group is not None and _signature(group) != before:
+                self.on_group_changed(group)
 
     def _heartbeat(self, cmd: ShareGroupHeartbeat) -> ShareGroupHeartbeatResult:
         group = self.groups.get(cmd.group_id)
@@ -197,11 +208,7 @@ class ShareGroupCoordinator:
                 reason="member joined" if joining else "subscriptions changed",
             )
         if group.assignment_epoch != group.group_epoch:
-            group.target = {
-                m.member_id: _assign(m.subscribed_topic_names, group.subscribed)
-                for m in group.members.values()
-            }
-            group.assignment_epoch = group.group_epoch
+            self._retarget(group)
         changed = cmd.member_epoch == JOIN_EPOCH
         if member.member_epoch != group.assignment_epoch:
             new = group.target.get(member.member_id, ())
@@ -238,17 +245,14 @@ class ShareGroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
             self._remove(group, member_id, "session timed out")
+            self.on_group_changed(group)
 
     def _remove(self, group: ShareGroup, member_id: str, reason: str, notify: bool = True) -> None:
         del group.members[member_id]
         group.target.pop(member_id, None)
         self.timers.cancel(_session_key(group.group_id, member_id))
         group.group_epoch += 1
-        group.target = {
-            m.member_id: _assign(m.subscribed_topic_names, group.subscribed)
-            for m in group.members.values()
-        }
-        group.assignment_epoch = group.group_epoch
+        self._retarget(group)
         log.info(
             "share_member_removed",
             group_id=group.group_id,
@@ -258,6 +262,24 @@ class ShareGroupCoordinator:
         )
         if notify:
             self.on_member_removed(group.group_id, member_id)
+
+    def _retarget(self, group: ShareGroup) -> None:
+        """A new target assignment at the group epoch (the simple assignor, sticky to the
+        previous target)."""
+        group.target = assign(
+            list(group.members),
+            {m.member_id: m.subscribed_topic_names for m in group.members.values()},
+            group.subscribed,
+            group.target,
+        )
+        group.assignment_epoch = group.group_epoch
+
+    def _time_session(self, group_id: str, member_id: str) -> None:
+        self.timers.schedule(
+            _session_key(group_id, member_id),
+            self.configs.int_value(group_id, "share.session.timeout.ms"),
+            lambda: self._expire(group_id, member_id),
+        )
 
     def _subscribed_topics(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
         names = {n for m in group.members.values() for n in m.subscribed_topic_names}
@@ -272,11 +294,22 @@ class ShareGroupCoordinator:
             if subscribed != group.subscribed and group.members:
                 group.subscribed = subscribed
                 group.group_epoch += 1
-                group.target = {
-                    m.member_id: _assign(m.subscribed_topic_names, subscribed)
-                    for m in group.members.values()
-                }
-                group.assignment_epoch = group.group_epoch
+                self._retarget(group)
+                self.on_group_changed(group)
+
+    def restore(
+        self, group_id: str, group_epoch: int, assignment_epoch: int, members: list[ShareMember]
+    ) -> ShareGroup:
+        """Start-up: a persisted group back, its members' sessions timed from now (they keep
+        their epochs and assignments; the target is what they were given)."""
+        group = ShareGroup(group_id, group_epoch, assignment_epoch)
+        for m in members:
+            group.members[m.member_id] = m
+            group.target[m.member_id] = m.assignment
+            self._time_session(group_id, m.member_id)
+        group.subscribed = self._subscribed_topics(group)
+        self.groups[group_id] = group
+        return group
 
     # --- reads and admin ---------------------------------------------------------------------
 
@@ -289,9 +322,30 @@ class ShareGroupCoordinator:
         member = group.members.get(member_id) if group is not None else None
         return member.assignment if member is not None else ()
 
-    def describe(self, group_id: str) -> DescribedShareGroup:
+    def ensure_group(self, group_id: str) -> ShareGroup:
+        """The share group ``group_id``, made Empty if it does not exist (AlterShareGroupOffsets
+        of a new group)."""
         group = self.groups.get(group_id)
         if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+            self.on_group_changed(group)
+        return group
+
+    def describe(self, group_id: str) -> DescribedShareGroup:
+        """ShareGroupDescribe of one group: GROUP_ID_NOT_FOUND for an unknown group or one of
+        another type; INVALID_GROUP_ID for an empty id."""
+        if not group_id:
+            return DescribedShareGroup(
+                group_id, ErrorCode.INVALID_GROUP_ID, "The group id must not be empty."
+            )
+        group = self.groups.get(group_id)
+        if group is None:
+            if self.other_group_exists(group_id):
+                return DescribedShareGroup(
+                    group_id,
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Group {group_id} is not a share group.",
+                )
             return DescribedShareGroup(
                 group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
             )
@@ -325,7 +379,22 @@ class ShareGroupCoordinator:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
+        self.on_group_deleted(group_id)
         return ErrorCode.NONE
+
+
+def _signature(group: ShareGroup | None) -> object:
+    """What of a group is persisted, to tell whether a heartbeat changed it."""
+    if group is None:
+        return None
+    return (
+        group.group_epoch,
+        group.assignment_epoch,
+        [
+            (m.member_id, m.member_epoch, m.subscribed_topic_names, m.rack_id, m.assignment)
+            for m in group.members.values()
+        ],
+    )
 
 
 def _check_request(cmd: ShareGroupHeartbeat) -> None:
@@ -343,15 +412,3 @@ def _check_request(cmd: ShareGroupHeartbeat) -> None:
             )
     elif cmd.member_epoch < LEAVE_EPOCH:
         raise _Refused(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
-
-
-def _assign(
-    subscribed_names: tuple[str, ...], topics: Mapping[str, tuple[uuid.UUID, int]]
-) -> TopicPartitions:
-    """The simple assignor: every partition of every subscribed topic that exists."""
-    out = [
-        (topics[name][0], tuple(range(topics[name][1])))
-        for name in set(subscribed_names)
-        if name in topics and topics[name][1] > 0
-    ]
-    return tuple(sorted(out))

@@ -66,7 +66,7 @@ function renderGroup(view, maxLag) {
         return el("span", { class: movedNow.has(key) ? "chip moved" : "chip" }, key);
       }) : el("span", { class: "muted" }, "no partitions"))))
       : el("tr", {}, el("td", { class: "muted", colspan: 4 }, "no members"))));
-  const offsets = el("table", { class: "offsets" },
+  const offsets = view.type === "share" ? renderSharePartitions(view, maxLag) : el("table", { class: "offsets" },
     el("thead", {}, el("tr", {}, el("th", {}, "partition"), el("th", { class: "owner" }, "owner"),
       el("th", { class: "num" }, "committed"), el("th", { class: "num" }, "log end"),
       el("th", { class: "num" }, "lag"),
@@ -95,6 +95,30 @@ function renderGroup(view, maxLag) {
     el("div", { class: "columns" }, members, offsets),
     movedNow.size ? el("p", { class: "legend" }, el("span", { class: "chip moved" }, "highlighted"),
       ` moved in the rebalance to generation ${view.generation}`) : null);
+}
+
+// A share group (KIP-932): per share partition its start offset, log end, lag and the
+// in-flight records by state, with their delivery counts.
+function renderSharePartitions(view, maxLag) {
+  return el("table", { class: "offsets share" },
+    el("thead", {}, el("tr", {}, el("th", {}, "partition"),
+      el("th", { class: "num" }, "start"), el("th", { class: "num" }, "log end"),
+      el("th", { class: "num" }, "lag"), el("th", { class: "num" }, "in flight"),
+      el("th", { class: "num" }, "acquired"), el("th", {}, "deliveries"), el("th", {}, ""))),
+    el("tbody", {}, view.offsets.map((r) => {
+      const key = `${r.topic}-${r.partition}`;
+      const counts = Object.entries(r.delivery_counts || {}).map(([n, c]) =>
+        el("span", { class: Number(n) > 1 ? "chip moved" : "chip" }, `${c}×${n}`));
+      return el("tr", { "data-partition": key, "data-lag": r.lag },
+        el("td", { class: "mono" }, key),
+        el("td", { class: "num" }, r.start_offset),
+        el("td", { class: "num" }, r.log_end),
+        el("td", { class: r.lag ? "num lag" : "num" }, r.lag),
+        el("td", { class: "num" }, r.in_flight),
+        el("td", { class: "num" }, r.acquired),
+        el("td", {}, counts.length ? counts : el("span", { class: "muted" }, "—")),
+        el("td", { class: "bar" }, el("span", { style: `width:${barWidth(r.lag || 0, maxLag)}%` })));
+    })));
 }
 
 function renderGroups() {
