@@ -4,6 +4,7 @@ from kgroupd.broker.handlers import (  # noqa: F401
     acls,
     admin,
     api_versions,
+    cluster,
     configs,
     consumer_groups,
     delete_records,
@@ -14,8 +15,11 @@ from kgroupd.broker.handlers import (  # noqa: F401
     metadata,
     offsets_list,
     produce,
+    quotas,
+    replication,
     security,
     share,
+    telemetry,
     transactions,
 )
 from kgroupd.broker.handlers.registry import HANDLERS, RequestContext, handler, supported_versions

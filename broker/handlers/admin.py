@@ -13,8 +13,9 @@ from __future__ import annotations
 import uuid
 
 from kgroupd.broker.handlers.group_configs import describe_group
+from kgroupd.broker.handlers.metadata import TRANSACTION_STATE
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
-from kgroupd.broker.log.topics import TOPIC_CONFIGS, TopicError
+from kgroupd.broker.log.topics import TOPIC_CONFIGS, Topic, TopicError
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import (
     CLUSTER_CREATE,
@@ -292,6 +293,34 @@ _SOURCE_DEFAULT = 5
 _TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_BOOLEAN, _TYPE_LIST, _TYPE_DOUBLE = 2, 3, 5, 1, 7, 6
 
 
+_TYPES = {
+    "long": _TYPE_LONG,
+    "int": _TYPE_INT,
+    "double": _TYPE_DOUBLE,
+    "bool": _TYPE_BOOLEAN,
+    "list": _TYPE_LIST,
+    "replicas": _TYPE_LIST,
+}
+# __transaction_state's configs, as Kafka's transaction coordinator creates it (its
+# min.insync.replicas that of a single broker, as transaction.state.log.min.isr=1 sets)
+_TRANSACTION_STATE_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "uncompressed",
+    "min.insync.replicas": "1",
+    "segment.bytes": "104857600",
+    "unclean.leader.election.enable": "false",
+}
+
+
+def _described_topic(ctx: RequestContext, name: str) -> Topic | None:
+    """A topic, or an internal one (``__consumer_offsets``, ``__transaction_state``)."""
+    topics = ctx.broker.topics
+    found = topics.get(name) or topics.internal.get(name)
+    if found is None and name == TRANSACTION_STATE and ctx.broker.transactions.used:
+        found = Topic(name, [], dict(_TRANSACTION_STATE_CONFIGS), defaults=topics.defaults)
+    return found
+
+
 def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
     c = ctx.broker.config
     return {
@@ -349,16 +378,14 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
         elif rtype == _BROKER and ctx.denies(CLUSTER_DESCRIBE_CONFIGS, CLUSTER_NAME):
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         elif rtype == _TOPIC:
-            topic = ctx.broker.topics.get(rname)
+            topic = _described_topic(ctx, rname)
             if topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 message = f"Topic {rname} does not exist"
             else:
                 for key, d in TOPIC_CONFIGS.items():
                     source = config_source(key, topic.configs, topic.defaults)
-                    typ = {"long": _TYPE_LONG, "int": _TYPE_INT, "double": _TYPE_DOUBLE}.get(
-                        d.kind, _TYPE_LIST if key == "cleanup.policy" else _TYPE_STRING
-                    )
+                    typ = _TYPES.get(d.kind, _TYPE_STRING)
                     entries.append(_entry(key, topic.config(key), source, typ))
         elif rtype == _BROKER:
             if rname not in ("", str(ctx.broker.node_id)):

@@ -23,10 +23,12 @@ from __future__ import annotations
 import struct
 
 from kgroupd.broker.coordinator.txn import AddPartitions
+from kgroupd.broker.handlers.quotas import charge
 from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from kgroupd.broker.log.compaction import keyless_record as keyless
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.topics import Topic
+from kgroupd.broker.quotas import PRODUCE as PRODUCE_QUOTA
 from kgroupd.broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.records import (
@@ -252,9 +254,10 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
                 appended = appended or part["error_code"] == 0
                 parts.append(part)
         out.append({"name": t["name"], "topic_id": t["topic_id"], "partition_responses": parts})
+    throttle_ms = charge(ctx, PRODUCE_QUOTA, ctx.size)  # the request's size, as Kafka's
     if acks == 0:
         return None
-    reply = {"responses": out}
+    reply = {"responses": out, "throttle_time_ms": throttle_ms}
     # Under --fsync always, acks=1/-1 are answered once the batches are on disk.
     synced = ctx.broker.data_synced() if appended else None
     if synced is None:

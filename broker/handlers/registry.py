@@ -63,6 +63,11 @@ class RequestContext:
     # a hand-encoded answer's top-level error code, for the metrics (dict answers carry
     # their own "error_code")
     error: int = 0
+    # client quotas (kgroupd.broker.throttle): the connection's principal, the request's
+    # size, and what mutes the connection for a throttle time (KIP-219)
+    principal: str = "User:ANONYMOUS"
+    size: int = 0
+    throttle: Callable[[int], None] | None = None
 
     def denies(self, rule: Rule, name: str) -> bool:
         """Under ``--authorizer acl``: does ``rule`` refuse the resource ``name``?"""

@@ -28,6 +28,7 @@ from kgroupd.broker.config.security import SASL_PROTOCOLS
 from kgroupd.broker.handlers import HANDLERS
 from kgroupd.broker.handlers.api_versions import api_versions_body
 from kgroupd.broker.handlers.registry import Held, RequestContext
+from kgroupd.broker.net.mute import Mute
 from kgroupd.broker.net.request_pool import RequestMemoryPool
 from kgroupd.broker.security.acls import Access
 from kgroupd.broker.security.rules import ACCESS
@@ -130,6 +131,7 @@ class KafkaConnection(asyncio.Protocol):
             )
         self.protocol = protocol
         self.access: Access | None = None  # --authorizer acl: set once the principal is known
+        self.mute = Mute(self._run)  # a quota's throttle time (KIP-219)
 
     def _set_principal(self, principal: str) -> None:
         self.principal = principal
@@ -166,6 +168,7 @@ class KafkaConnection(asyncio.Protocol):
         self.closing = True
         self.server.connections.discard(self)
         self.pool.release(self)
+        self.mute.cancel()
         if self.waiting is not None and not self.waiting.done():
             self.waiting.cancel()
         self.log.info("connection_closed", error=str(exc) if exc else None)
@@ -225,6 +228,8 @@ class KafkaConnection(asyncio.Protocol):
         queue = self.queue
         held = self.held
         while queue and self.waiting is None and not self.closing:
+            if self.mute.until and self.mute.active():
+                break
             frame = queue.popleft()
             self.queued_bytes -= len(frame)
             try:
@@ -447,6 +452,9 @@ class KafkaConnection(asyncio.Protocol):
             self.advertised,
             sasl,
             access,
+            principal=self.principal,
+            size=len(frame),
+            throttle=self.mute.throttle,
         )
         stats = self.broker.stats
         try:
