@@ -27,11 +27,13 @@ from kgroupd.broker.handlers.quotas import charge
 from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from kgroupd.broker.log.compaction import keyless_record as keyless
 from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.log.timestamps import INVALID_TIMESTAMP_MESSAGE, timestamp_errors
 from kgroupd.broker.log.topics import Topic
 from kgroupd.broker.quotas import PRODUCE as PRODUCE_QUOTA
 from kgroupd.broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.records import (
+    BatchHeader,
     CorruptBatch,
     InvalidBatch,
     check_crc,
@@ -105,6 +107,9 @@ def append_partition(
             )
             fields["record_errors"] = [{"batch_index": 0, "batch_index_error_message": None}]
             return fields
+        refused = _timestamps_refused(topic, index, data, header)
+        if refused is not None:
+            return refused
     except CorruptBatch as exc:
         ctx.log.warning("corrupt_batch", topic=topic.name, partition=index, error=str(exc))
         return _part(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc))
@@ -176,6 +181,21 @@ def append_partition(
     if stats is not None:
         stats.produced(topic.name, len(batch))
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
+
+
+def _timestamps_refused(
+    topic: Topic, index: int, data: bytes, header: BatchHeader
+) -> Fields | None:
+    """INVALID_TIMESTAMP for records outside the topic's message.timestamp.before.max.ms /
+    after.max.ms (KIP-937, ``kgroupd.broker.log.timestamps``), each named."""
+    errors = timestamp_errors(topic, data, header, now_ms())
+    if errors is None:
+        return None
+    fields = _part(index, ErrorCode.INVALID_TIMESTAMP, message=INVALID_TIMESTAMP_MESSAGE)
+    fields["record_errors"] = [
+        {"batch_index": i, "batch_index_error_message": text} for i, text in errors
+    ]
+    return fields
 
 
 # Errors the coordinator gives while it cannot decide, answered as a retriable error (Kafka's
