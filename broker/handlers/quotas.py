@@ -4,25 +4,31 @@
 
 from __future__ import annotations
 
-from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from kgroupd.broker.log.partition import now_ms
-from kgroupd.broker.quotas import Alteration, Entity, QuotaError, entity_of
+from kgroupd.broker.quotas import REQUEST, Alteration, Entity, QuotaError, entity_of
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import CLUSTER_ALTER_CONFIGS, CLUSTER_DESCRIBE_CONFIGS
+from kgroupd.broker.throttle import WINDOW_MS
 from kgroupd.protocol.errors import ErrorCode
 
 _REFUSED = "Cluster authorization failed."
 
 
-def charge(ctx: RequestContext, key: str, value: float, keep: bool = True) -> int:
+def charge(
+    ctx: RequestContext, key: str, value: float, keep: bool = True, cap: int | None = None
+) -> int:
     """Record ``value`` against the client's ``key`` quota (``kgroupd.broker.throttle``): the
-    throttle time it earned in ms (0: none), for which the connection is muted. With
-    ``keep=False`` a value that earned a throttle time is taken back (the answer drops it)."""
+    throttle time it earned in ms (0: none; at most ``cap``), for which the connection is
+    muted. With ``keep=False`` a value that earned a throttle time is taken back (the answer
+    drops it)."""
     throttle = ctx.broker.throttle
     if not throttle.enabled(key):
         return 0
     user, client, now = ctx.principal.partition(":")[2], ctx.client_id or "", now_ms()
     ms = throttle.record(key, user, client, value, now)
+    if cap is not None:
+        ms = min(ms, cap)
     if ms > 0:
         ctx.log.info("quota_throttled", quota=key, throttle_time_ms=ms)
         if not keep:
@@ -30,6 +36,22 @@ def charge(ctx: RequestContext, key: str, value: float, keep: bool = True) -> in
         if ctx.throttle is not None:
             ctx.throttle(ms)
     return ms
+
+
+REQUEST_THROTTLE_MAX_MS = WINDOW_MS  # Kafka bounds a request quota's throttle to one window
+UNTHROTTLED = frozenset({17, 36})  # SASL: answered before a client is known, as Kafka's
+
+
+def charge_request_time(ctx: RequestContext, reply: Reply, seconds: float) -> Reply:
+    """Kafka's request quota (``request_percentage``, KIP-124): the time the broker spent on
+    the request, as a percentage of one thread's second, against the client's quota; the
+    throttle time goes into the answer (the larger of it and a byte-rate quota's)."""
+    ms = charge(ctx, REQUEST, seconds * 100, cap=REQUEST_THROTTLE_MAX_MS)
+    if ms:
+        fields = reply.reply if isinstance(reply, Held) else reply
+        if isinstance(fields, dict):
+            fields["throttle_time_ms"] = max(fields.get("throttle_time_ms") or 0, ms)
+    return reply
 
 
 def quota_cap(ctx: RequestContext, key: str) -> float | None:

@@ -27,9 +27,11 @@ import structlog
 from kgroupd.broker.config.security import SASL_PROTOCOLS
 from kgroupd.broker.handlers import HANDLERS
 from kgroupd.broker.handlers.api_versions import api_versions_body
+from kgroupd.broker.handlers.quotas import UNTHROTTLED, charge_request_time
 from kgroupd.broker.handlers.registry import Held, RequestContext
 from kgroupd.broker.net.mute import Mute
 from kgroupd.broker.net.request_pool import RequestMemoryPool
+from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.acls import Access
 from kgroupd.broker.security.rules import ACCESS
 from kgroupd.broker.security.sasl import SaslSession
@@ -459,6 +461,8 @@ class KafkaConnection(asyncio.Protocol):
         stats = self.broker.stats
         try:
             reply = entry.fn(ctx, request)
+            if api_key not in UNTHROTTLED and self.broker.throttle.enabled(REQUEST_QUOTA):
+                reply = charge_request_time(ctx, reply, _clock() - started)
             if stats is not None:
                 if type(reply) is bytes:  # the hot paths' hand-encoded answers
                     stats.request(api_key, version, ctx.error, _clock() - started)

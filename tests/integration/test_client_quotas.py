@@ -231,3 +231,21 @@ def _throttled(stats: list[dict[str, Any]]) -> int:
         (b["throttle"]["max"] for s in stats for b in s["brokers"].values() if b["nodeid"] >= 0),
         default=0,
     )
+
+
+async def test_request_time_quota_throttles_a_busy_client(server: KafkaServer) -> None:
+    """request_percentage: the broker's time spent on the client's requests, as a share of
+    one thread; the throttle is bounded by one quota window (1 s), as Kafka's."""
+    async with await WireClient.connect(server.port, client_id="admin") as admin:
+        await _set(admin, _alter(_entity(client_id="busy"), ("request_percentage", 0.001)))
+    metadata = {"topics": None, "allow_auto_topic_creation": False}
+    async with (
+        await WireClient.connect(server.port, client_id="busy") as busy,
+        await WireClient.connect(server.port, client_id="idle") as idle,
+    ):
+        throttles = [(await busy.request(3, 12, metadata))["throttle_time_ms"]]
+        while not throttles[-1] and len(throttles) < 200:
+            throttles.append((await busy.request(3, 12, metadata))["throttle_time_ms"])
+        assert 0 < throttles[-1] <= 1000, throttles
+        assert _connection(server, "busy").mute.until > 0
+        assert (await idle.request(3, 12, metadata))["throttle_time_ms"] == 0
