@@ -33,6 +33,7 @@ API_NAMES: dict[int, str] = {
     31: "DeleteAcls",
     32: "DescribeConfigs",
     33: "AlterConfigs",
+    34: "AlterReplicaLogDirs",
     35: "DescribeLogDirs",
     36: "SaslAuthenticate",
     37: "CreatePartitions",

@@ -1,5 +1,6 @@
 """The cluster as admin clients describe it: DescribeCluster v0-v2, DescribeTopicPartitions v0,
-DescribeLogDirs v1-v5, as a Kafka 4.3 cluster of one broker answers them.
+DescribeLogDirs v1-v5, AlterReplicaLogDirs v1-v2, as a Kafka 4.3 cluster of one broker
+answers them.
 
 DescribeCluster lists this broker (never fenced) and names it the controller, as a KRaft
 broker names one of the live brokers; v1's endpoint type must be 1 (BROKER): 2 (CONTROLLER)
@@ -10,6 +11,8 @@ at most ``response_partition_limit`` (capped at Kafka's max.request.partition.si
 principal may describe. DescribeLogDirs answers one log dir: the data dir (its disk's total
 and usable bytes), or in memory "(in memory)" with the memory budget as its size; partition
 sizes are the bytes of the partition's batches, the offset lag 0 (this broker leads all).
+AlterReplicaLogDirs to that one log dir is done (every replica is there already); any other
+path is LOG_DIR_NOT_FOUND, an unknown partition REPLICA_NOT_AVAILABLE, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from kgroupd.broker.handlers.metadata import (
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.log.topics import TopicError, validate_topic_name
 from kgroupd.broker.security.acls import CLUSTER_NAME, ResourceType
-from kgroupd.broker.security.rules import CLUSTER_DESCRIBE, TOPIC_DESCRIBE
+from kgroupd.broker.security.rules import CLUSTER_ALTER, CLUSTER_DESCRIBE, TOPIC_DESCRIBE
 from kgroupd.protocol.codec import ZERO_UUID
 from kgroupd.protocol.errors import ErrorCode
 
@@ -259,3 +262,31 @@ def handle_describe_log_dirs(ctx: RequestContext, req: Fields) -> Fields:
         "is_cordoned": False,
     }
     return {"error_code": 0, "results": [result]}
+
+
+@handler(34)
+def handle_alter_replica_log_dirs(ctx: RequestContext, req: Fields) -> Fields:
+    refused = ctx.denies(CLUSTER_ALTER, CLUSTER_NAME)
+    try:
+        ours = log_dir(ctx)[0]
+    except OSError:
+        ours = None
+    results: dict[str, list[Fields]] = {}
+    for d in req["dirs"]:
+        for t in d["topics"]:
+            name = t["name"]
+            for index in t["partitions"]:
+                if refused:
+                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                elif ours is None:
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
+                elif d["path"] != ours:
+                    code = ErrorCode.LOG_DIR_NOT_FOUND
+                elif ctx.broker.topics.partition(name, index) is None:
+                    code = ErrorCode.REPLICA_NOT_AVAILABLE
+                else:
+                    code = ErrorCode.NONE
+                results.setdefault(name, []).append(
+                    {"partition_index": index, "error_code": int(code)}
+                )
+    return {"results": [{"topic_name": n, "partitions": p} for n, p in results.items()]}

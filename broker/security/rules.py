@@ -166,6 +166,7 @@ ACCESS: dict[int, ApiAccess] = {
     33: ApiAccess(
         (TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS, GROUP_ALTER_CONFIGS)
     ),  # AlterConfigs
+    34: ApiAccess((CLUSTER_ALTER,)),  # AlterReplicaLogDirs
     35: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeLogDirs
     36: ApiAccess(()),  # SaslAuthenticate
     37: ApiAccess((TOPIC_ALTER,)),  # CreatePartitions

@@ -69,6 +69,7 @@ SERVED: dict[int, tuple[int, int]] = {
     31: (1, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    34: (1, 2),  # AlterReplicaLogDirs
     35: (1, 5),  # DescribeLogDirs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions

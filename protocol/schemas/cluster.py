@@ -1,5 +1,5 @@
-"""Cluster and topic description for admin clients: DescribeLogDirs (35), DescribeCluster
-(60), DescribeTopicPartitions (75)."""
+"""Cluster and topic description for admin clients: AlterReplicaLogDirs (34), DescribeLogDirs
+(35), DescribeCluster (60), DescribeTopicPartitions (75)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,39 @@ from kgroupd.protocol.codec import (
     ArrayOf,
     F,
     Message,
+)
+
+ALTER_REPLICA_LOG_DIRS_REQUEST = Message(
+    "AlterReplicaLogDirsRequest",
+    34,
+    "1-2",
+    "2+",
+    [
+        F(
+            "dirs",
+            [
+                F("path", STRING),
+                F("topics", [F("name", STRING), F("partitions", ArrayOf(INT32))]),
+            ],
+        ),
+    ],
+)
+
+ALTER_REPLICA_LOG_DIRS_RESPONSE = Message(
+    "AlterReplicaLogDirsResponse",
+    34,
+    "1-2",
+    "2+",
+    [
+        F("throttle_time_ms", INT32),
+        F(
+            "results",
+            [
+                F("topic_name", STRING),
+                F("partitions", [F("partition_index", INT32), F("error_code", INT16)]),
+            ],
+        ),
+    ],
 )
 
 DESCRIBE_LOG_DIRS_REQUEST = Message(
@@ -161,6 +194,7 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE = Message(
 
 # api_key -> (request, response)
 DEFINITIONS: dict[int, tuple[Message, Message]] = {
+    34: (ALTER_REPLICA_LOG_DIRS_REQUEST, ALTER_REPLICA_LOG_DIRS_RESPONSE),
     35: (DESCRIBE_LOG_DIRS_REQUEST, DESCRIBE_LOG_DIRS_RESPONSE),
     60: (DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
     75: (DESCRIBE_TOPIC_PARTITIONS_REQUEST, DESCRIBE_TOPIC_PARTITIONS_RESPONSE),

@@ -1,13 +1,15 @@
 """The cluster, topic and replication APIs of Kafka 4.3 that admin clients and tools call
-(issue 29): DescribeCluster, DescribeTopicPartitions, DescribeLogDirs, OffsetForLeaderEpoch,
-ElectLeaders, List/AlterPartitionReassignments, GetTelemetrySubscriptions/PushTelemetry.
+(issue 29): DescribeCluster, DescribeTopicPartitions, DescribeLogDirs, AlterReplicaLogDirs,
+OffsetForLeaderEpoch, ElectLeaders, List/AlterPartitionReassignments,
+GetTelemetrySubscriptions/PushTelemetry.
 
 Real clients: the Java Admin 4.3 (``tests/java/KgroupdClusterCheck.java``: describeCluster,
 describeTopics paged through DescribeTopicPartitions, describeLogDirs, electLeaders,
 reassignments, client quotas, a consumer validating its position with OffsetForLeaderEpoch,
 and the KIP-714 telemetry the Java clients ask for); kafka-python 3 (its version inference
-needs DescribeLogDirs v5; describe_log_dirs, elect_leaders, reassignments); confluent-kafka
-(describe_cluster, describe_topics, elect_leaders). The rest over the raw wire.
+needs DescribeLogDirs v5; describe_log_dirs, alter_replica_log_dirs, elect_leaders,
+reassignments); confluent-kafka (describe_cluster, describe_topics, elect_leaders). The rest
+over the raw wire.
 """
 
 from __future__ import annotations
@@ -127,11 +129,19 @@ async def test_kafka_python_infers_kafka_4_3_and_reads_log_dirs(
             tp = KpTopicPartition("kp-dirs", 0)
             moved = admin.alter_partition_reassignments({tp: [server.broker.node_id]})
             ongoing = admin.list_partition_reassignments()
-            return version, dirs, only, moved, ongoing
+            node = server.broker.node_id
+            placed = admin.alter_replica_log_dirs(
+                {
+                    ("kp-dirs", 0, node): "(in memory)",
+                    ("kp-dirs", 1, node): "/elsewhere",
+                    ("kp-dirs", 9, node): "(in memory)",
+                }
+            )
+            return version, dirs, only, moved, ongoing, placed
         finally:
             admin.close()
 
-    version, dirs, only, moved, ongoing = await asyncio.to_thread(admin_calls)
+    version, dirs, only, moved, ongoing, placed = await asyncio.to_thread(admin_calls)
     assert tuple(version[:2]) == (4, 3)
     (broker,) = dirs
     assert broker["broker"] == server.broker.node_id
@@ -151,6 +161,12 @@ async def test_kafka_python_infers_kafka_4_3_and_reads_log_dirs(
     ] == [("kp-dirs", [1])]
     assert not ongoing
     assert moved == {KpTopicPartition("kp-dirs", 0): None}
+    # AlterReplicaLogDirs: the one log dir holds every replica already
+    assert {(r.partition, e.__name__) for r, e in placed.items()} == {
+        (0, "NoError"),
+        (1, "LogDirNotFoundError"),
+        (9, "ReplicaNotAvailableError"),
+    }
 
 
 async def test_describe_log_dirs_names_the_data_dir_and_its_disk(tmp_path: Path) -> None:

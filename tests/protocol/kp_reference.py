@@ -79,6 +79,7 @@ KP_CLASSES: dict[int, tuple[Any, Any]] = {
     ),
     51: (kp_users.AlterUserScramCredentialsRequest, kp_users.AlterUserScramCredentialsResponse),
     23: (kp_consumer.OffsetForLeaderEpochRequest, kp_consumer.OffsetForLeaderEpochResponse),
+    34: (kp_cluster.AlterReplicaLogDirsRequest, kp_cluster.AlterReplicaLogDirsResponse),
     35: (kp_cluster.DescribeLogDirsRequest, kp_cluster.DescribeLogDirsResponse),
     43: (kp_topics.ElectLeadersRequest, kp_topics.ElectLeadersResponse),
     45: (
