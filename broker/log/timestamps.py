@@ -34,29 +34,37 @@ def _out_of_range(ts: int, now: int, before: int, after: int) -> bool:
     return diff > before or _long(-diff) > after
 
 
+_NORMAL = 2**62  # timestamps and bounds below this never wrap Java's long arithmetic
+
+
 def timestamp_errors(
     topic: Topic, data: bytes, header: BatchHeader, now: int
 ) -> list[tuple[int, str]] | None:
     """(record index, message) for each refused record; None if the batch may be appended.
     ``InvalidBatch`` if its records must be read and cannot be."""
-    append_time_batch = bool(header.attributes & TIMESTAMP_TYPE_BIT)
-    if topic.log_append_time:
+    append_time, before, after = topic.timestamp_rules()
+    append_time_batch = header.attributes & TIMESTAMP_TYPE_BIT
+    if append_time:
         if not append_time_batch:
             return None
         return [(i, _type_message(header, i)) for i in range(header.record_count)]
-    before = int(topic.config("message.timestamp.before.max.ms"))
-    after = int(topic.config("message.timestamp.after.max.ms"))
+    first, last = header.base_timestamp, header.max_timestamp
+    if (  # the common case: no bound before, so the header's timestamps tell (-1: none)
+        before == LONG_MAX
+        and not append_time_batch
+        and -_NORMAL < first <= now + after < _NORMAL
+        and -_NORMAL < last <= now + after
+    ):
+        return None
     if append_time_batch:  # every record's timestamp is the batch's max
-        ts = header.max_timestamp
-        if ts == NO_TIMESTAMP:
+        if last == NO_TIMESTAMP:
             return [(i, _type_message(header, i)) for i in range(header.record_count)]
-        if not _out_of_range(ts, now, before, after):
+        if not _out_of_range(last, now, before, after):
             return None
         return [
-            (i, _range_message(ts, header, i, now, before, after))
+            (i, _range_message(last, header, i, now, before, after))
             for i in range(header.record_count)
         ]
-    first, last = header.base_timestamp, header.max_timestamp
     suspect = any(t != NO_TIMESTAMP and _out_of_range(t, now, before, after) for t in (first, last))
     if not suspect and before == LONG_MAX:
         return None

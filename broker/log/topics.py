@@ -198,6 +198,10 @@ class Topic:
     # the broker's defaults of topic configs (--log-index-interval-bytes...), shared by every
     # topic (TopicManager.defaults): a topic's own config beats them, they beat Kafka's
     defaults: dict[str, str] = field(default_factory=dict)
+    # the produce path's timestamp rules, for the configs dict they were read from
+    _timestamps: tuple[dict[str, str], tuple[bool, int, int]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def config(self, key: str) -> str:
         found = self.configs.get(key)
@@ -213,6 +217,19 @@ class Topic:
     @property
     def log_append_time(self) -> bool:
         return self.config("message.timestamp.type") == "LogAppendTime"
+
+    def timestamp_rules(self) -> tuple[bool, int, int]:
+        """(LogAppendTime, message.timestamp.before.max.ms, message.timestamp.after.max.ms),
+        read again once the configs are replaced (AlterConfigs sets a new dict)."""
+        cached = self._timestamps
+        if cached is None or cached[0] is not self.configs:
+            rules = (
+                self.log_append_time,
+                int(self.config("message.timestamp.before.max.ms")),
+                int(self.config("message.timestamp.after.max.ms")),
+            )
+            self._timestamps = cached = (self.configs, rules)
+        return cached[1]
 
     def add_partitions(self, total: int) -> None:
         for i in range(len(self.partitions), total):
