@@ -12,6 +12,12 @@ answer carries it in ``throttle_time_ms`` and the connection reads no request fo
 Produce counts the request's size; a fetch its answer's, and a fetch that would go over the
 quota is answered empty, as Kafka answers it (its bytes not counted), with at most
 ``quota * 10 s`` asked of the log in one fetch.
+
+Partition mutations (``controller_mutation_rate``, KIP-599) are measured as Kafka's
+TokenBucket: a bucket of ``quota * 10 s`` tokens, refilled at the quota's rate, each created
+or deleted partition taking one; a request finding it below zero is refused (strict: newer
+CreateTopics, DeleteTopics and CreatePartitions) or only throttled (older versions), for the
+time the bucket needs to come back to zero.
 """
 
 from __future__ import annotations
@@ -69,6 +75,26 @@ class Rate:
                 s[:] = [now, 0.0]
 
 
+@dataclass
+class TokenBucket:
+    """Kafka's TokenBucket: tokens left, refilled at the quota's rate up to a burst."""
+
+    tokens: float = 0.0
+    last_ms: int = 0
+    last_used: float = 0
+
+    def level(self, quota: float, now: int) -> float:
+        burst = (SAMPLES - 1) * WINDOW_MS / 1000 * quota
+        self.tokens = min(burst, self.tokens + quota * (now - self.last_ms) / 1000)
+        self.last_ms = self.last_used = now
+        return self.tokens
+
+    def take(self, quota: float, permits: float, now: int) -> float:
+        self.level(quota, now)
+        self.tokens -= permits
+        return self.tokens
+
+
 # (the quota's key, the user tag, the client id tag): the sensors' identity, as Kafka tags them
 SensorKey = tuple[str, str, str]
 
@@ -77,6 +103,7 @@ class Throttle:
     def __init__(self, store: QuotaStore) -> None:
         self.store = store
         self.sensors: dict[SensorKey, Rate] = {}
+        self.buckets: dict[SensorKey, TokenBucket] = {}
         self._keys_version = -1
         self._keys: set[str] = set()
         self._swept = 0
@@ -142,6 +169,26 @@ class Throttle:
         """The most that can be recorded at once without being throttled for sure."""
         _, limit = self.quota(key, user, client_id)
         return None if limit is None else limit * (SAMPLES - 1) * WINDOW_MS / 1000
+
+    def mutate(
+        self, key: str, user: str, client_id: str, permits: float, now: int, strict: bool
+    ) -> tuple[bool, int]:
+        """Take ``permits`` partition mutations: (allowed, throttle time in ms). Strict: refused
+        while the bucket is below zero (the mutations that bring it there are allowed)."""
+        sensor_key, limit = self.quota(key, user, client_id)
+        if limit is None:
+            return True, 0
+        bucket = self.buckets.get(sensor_key)
+        if bucket is None:
+            bucket = self.buckets[sensor_key] = TokenBucket()
+        if strict:
+            tokens = bucket.level(limit, now)
+            if tokens < 0:
+                return False, round(-tokens / limit * 1000)
+            bucket.take(limit, permits, now)
+            return True, 0
+        tokens = bucket.take(limit, permits, now)
+        return True, round(-tokens / limit * 1000) if tokens < 0 else 0
 
     def _sensor(self, key: SensorKey, now: int) -> Rate:
         rate = self.sensors.get(key)

@@ -14,6 +14,7 @@ import uuid
 
 from kgroupd.broker.handlers.group_configs import describe_group
 from kgroupd.broker.handlers.metadata import TRANSACTION_STATE
+from kgroupd.broker.handlers.quotas import PartitionMutations
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.log.topics import TOPIC_CONFIGS, Topic, TopicError
 from kgroupd.broker.security.acls import CLUSTER_NAME
@@ -79,6 +80,7 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                 for t in items
             ]
         }
+    mutations = PartitionMutations(ctx, strict_since=6)
     for item in items:
         name = item["name"]
         partitions = item["num_partitions"]
@@ -116,6 +118,7 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                 partitions = broker.config.default_partitions
             topic_id = ZERO_UUID
             if not validate_only:
+                mutations.take(partitions)
                 topic_id = broker.topics.create(name, partitions, checked).topic_id
                 ctx.log.info("topic_created", topic=name, partitions=partitions)
             defaults = broker.topics.defaults
@@ -131,7 +134,7 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                     "configs": None,
                 }
             )
-    return {"topics": results}
+    return mutations.answer({"topics": results})
 
 
 def config_source(key: str, configs: dict[str, str], defaults: dict[str, str]) -> int:
@@ -175,10 +178,15 @@ def handle_delete_topics(ctx: RequestContext, req: Fields) -> Fields:
         wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
     else:
         wanted = [(name, ZERO_UUID) for name in req["topic_names"]]
-    return {"responses": [_delete(ctx, name, topic_id) for name, topic_id in wanted]}
+    mutations = PartitionMutations(ctx, strict_since=5)
+    return mutations.answer(
+        {"responses": [_delete(ctx, name, topic_id, mutations) for name, topic_id in wanted]}
+    )
 
 
-def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> Fields:
+def _delete(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, mutations: PartitionMutations
+) -> Fields:
     topics = ctx.broker.topics
     if name is None:  # v6: by id
         found = topics.by_id(topic_id)
@@ -204,6 +212,13 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> Field
             "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION),
             "error_message": f"Topic {name} is an internal topic and cannot be deleted.",
         }
+    found = topics.get(name)
+    try:
+        if found is not None:  # an unknown topic is answered as such first
+            mutations.take(len(found.partitions))
+    except TopicError as exc:
+        code, message = int(exc.code), exc.message
+        return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
     topic = topics.delete(name)
     if topic is None:
         return {
@@ -240,6 +255,7 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
                 for t in req["topics"]
             ]
         }
+    mutations = PartitionMutations(ctx, strict_since=3)
     for item in req["topics"]:
         name = item["name"]
         count = item["count"]
@@ -275,10 +291,14 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
             code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
             message = f"Replica assignments may name only broker {ctx.broker.node_id}."
         elif not validate_only:
-            topics.add_partitions(name, count)
-            ctx.log.info("partitions_created", topic=name, partitions=count)
+            try:
+                mutations.take(count - len(topic.partitions))
+                topics.add_partitions(name, count)
+                ctx.log.info("partitions_created", topic=name, partitions=count)
+            except TopicError as exc:
+                code, message = exc.code, exc.message
         results.append({"name": name, "error_code": int(code), "error_message": message})
-    return {"results": results}
+    return mutations.answer({"results": results})
 
 
 # DescribeConfigs ----------------------------------------------------------------------------

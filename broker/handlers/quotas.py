@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from kgroupd.broker.log.partition import now_ms
-from kgroupd.broker.quotas import REQUEST, Alteration, Entity, QuotaError, entity_of
+from kgroupd.broker.log.topics import TopicError
+from kgroupd.broker.quotas import MUTATION, REQUEST, Alteration, Entity, QuotaError, entity_of
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import CLUSTER_ALTER_CONFIGS, CLUSTER_DESCRIBE_CONFIGS
 from kgroupd.broker.throttle import WINDOW_MS
@@ -52,6 +53,47 @@ def charge_request_time(ctx: RequestContext, reply: Reply, seconds: float) -> Re
         if isinstance(fields, dict):
             fields["throttle_time_ms"] = max(fields.get("throttle_time_ms") or 0, ms)
     return reply
+
+
+class PartitionMutations:
+    """One request's partition mutations against the client's ``controller_mutation_rate``
+    (KIP-599): strict from ``strict_since`` (a throttled topic is THROTTLING_QUOTA_EXCEEDED),
+    permissive before (taken, only throttled)."""
+
+    def __init__(self, ctx: RequestContext, strict_since: int) -> None:
+        self.ctx = ctx
+        self.strict = ctx.api_version >= strict_since
+        self.enabled = ctx.broker.throttle.enabled(MUTATION)
+        self.throttle_ms = 0
+
+    def take(self, partitions: int) -> None:
+        """Count ``partitions`` created or deleted; ``TopicError`` if refused."""
+        if not self.enabled:
+            return
+        ctx = self.ctx
+        allowed, ms = ctx.broker.throttle.mutate(
+            MUTATION,
+            ctx.principal.partition(":")[2],
+            ctx.client_id or "",
+            partitions,
+            now_ms(),
+            self.strict,
+        )
+        self.throttle_ms = max(self.throttle_ms, ms)
+        if not allowed:
+            raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+
+    def answer(self, reply: Fields) -> Fields:
+        """The reply with the throttle time; the connection muted for it."""
+        if self.throttle_ms:
+            reply["throttle_time_ms"] = self.throttle_ms
+            self.ctx.log.info("quota_throttled", quota=MUTATION, throttle_time_ms=self.throttle_ms)
+            if self.ctx.throttle is not None:
+                self.ctx.throttle(self.throttle_ms)
+        return reply
+
+
+THROTTLED = "The throttling quota has been exceeded."
 
 
 def quota_cap(ctx: RequestContext, key: str) -> float | None:

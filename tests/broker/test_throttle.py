@@ -66,3 +66,24 @@ def test_throttle_time_is_what_brings_the_rate_back_to_the_quota() -> None:
     assert throttle.record(PRODUCE, "ANONYMOUS", "slow", 1, 0) == 0
     assert throttle.max_in_window(PRODUCE, "ANONYMOUS", "slow") == 10_000.0
     assert throttle.max_in_window(PRODUCE, "ANONYMOUS", "other") is None
+
+
+def test_partition_mutations_use_kafkas_token_bucket() -> None:
+    from kgroupd.broker.quotas import MUTATION
+
+    store = QuotaStore()
+    store.alter(
+        [Alteration(entity_of({"client-id": "c"}.items()), [(MUTATION, 2.0, False)])], False
+    )
+    throttle = Throttle(store)
+    T = 1_800_000_000_000  # epoch ms: a new bucket starts full
+    # a full bucket holds 10 s of the quota: 20 partitions
+    assert throttle.mutate(MUTATION, "u", "c", 15, T + 1000, strict=True) == (True, 0)
+    assert throttle.mutate(MUTATION, "u", "c", 15, T + 1000, strict=True) == (True, 0)  # 5 left
+    # now at -10: refused while below zero, for the time to refill to zero
+    assert throttle.mutate(MUTATION, "u", "c", 1, T + 1000, strict=True) == (False, 5000)
+    assert throttle.mutate(MUTATION, "u", "c", 1, T + 4000, strict=True) == (False, 2000)
+    assert throttle.mutate(MUTATION, "u", "c", 1, T + 6000, strict=True) == (True, 0)
+    # permissive: always taken, throttled while below zero
+    assert throttle.mutate(MUTATION, "u", "c", 4, T + 6000, strict=False) == (True, 2500)
+    assert throttle.mutate(MUTATION, "u", "other", 99, T + 6000, strict=True) == (True, 0)

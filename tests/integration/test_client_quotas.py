@@ -249,3 +249,40 @@ async def test_request_time_quota_throttles_a_busy_client(server: KafkaServer) -
         assert 0 < throttles[-1] <= 1000, throttles
         assert _connection(server, "busy").mute.until > 0
         assert (await idle.request(3, 12, metadata))["throttle_time_ms"] == 0
+
+
+async def test_partition_mutations_are_throttled(server: KafkaServer) -> None:
+    """controller_mutation_rate (KIP-599): CreateTopics v6+ refuses a topic while the
+    client's bucket is empty; DeleteTopics v4 (permissive) deletes and throttles."""
+    async with await WireClient.connect(server.port, client_id="admin") as admin:
+        await _set(admin, _alter(_entity(client_id="creator"), ("controller_mutation_rate", 1.0)))
+
+    def topic(name: str, partitions: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "num_partitions": partitions,
+            "replication_factor": 1,
+            "assignments": [],
+            "configs": [],
+        }
+
+    async with await WireClient.connect(server.port, client_id="creator") as creator:
+        created = await creator.request(
+            19,
+            7,
+            {
+                "topics": [topic("mut-a", 8), topic("mut-b", 8), topic("mut-c", 1)],
+                "timeout_ms": 10_000,
+                "validate_only": False,
+            },
+        )
+    async with await WireClient.connect(server.port, client_id="creator") as again:
+        deleted = await again.request(20, 4, {"topic_names": ["mut-a"], "timeout_ms": 10_000})
+    codes = [(t["name"], t["error_code"], t["error_message"]) for t in created["topics"]]
+    # a burst of 10 partitions: a takes 8, b finds 2 left and takes 8, c finds -6
+    assert codes[:2] == [("mut-a", 0, None), ("mut-b", 0, None)]
+    assert codes[2] == ("mut-c", 89, "The throttling quota has been exceeded.")
+    assert 5000 < created["throttle_time_ms"] <= 6000
+    assert server.broker.topics.get("mut-c") is None
+    assert deleted["responses"][0]["error_code"] == 0 and server.broker.topics.get("mut-a") is None
+    assert 13_000 < deleted["throttle_time_ms"] <= 14_000
