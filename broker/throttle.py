@@ -18,13 +18,17 @@ TokenBucket: a bucket of ``quota * 10 s`` tokens, refilled at the quota's rate, 
 or deleted partition taking one; a request finding it below zero is refused (strict: newer
 CreateTopics, DeleteTopics and CreatePartitions) or only throttled (older versions), for the
 time the bucket needs to come back to zero.
+
+New connections from an IP are measured against its ``connection_creation_rate`` (KIP-612)
+over the same samples; one over the quota is not served and is closed once its throttle
+time (at most one window) is over, as Kafka's acceptor closes it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kgroupd.broker.quotas import CLIENT_ID, USER, Entity, QuotaStore
+from kgroupd.broker.quotas import CLIENT_ID, CONNECTION_RATE, IP, USER, Entity, QuotaStore
 
 SAMPLES = 11  # quota.window.num
 WINDOW_MS = 1000  # quota.window.size.seconds
@@ -189,6 +193,24 @@ class Throttle:
             return True, 0
         tokens = bucket.take(limit, permits, now)
         return True, round(-tokens / limit * 1000) if tokens < 0 else 0
+
+    def accept(self, host: str, now: int) -> int:
+        """A new connection from ``host`` against its IP's ``connection_creation_rate``
+        (KIP-612: the IP's own quota, else the default IP's): the throttle time in ms (at most
+        one window) for which Kafka holds it unserved before closing it; 0: accepted."""
+        quotas = self.store.quotas
+        limit = quotas.get(((IP, host),), {}).get(CONNECTION_RATE)
+        if limit is None:
+            limit = quotas.get(((IP, None),), {}).get(CONNECTION_RATE)
+        if limit is None:
+            return 0
+        rate = self._sensor((CONNECTION_RATE, host, ""), now)
+        rate.record(1, now)
+        measured, window = rate.rate(now)
+        if measured <= limit:
+            return 0
+        rate.record(-1, now)  # not accepted: not counted
+        return min(round((measured - limit) / limit * window), WINDOW_MS)
 
     def _sensor(self, key: SensorKey, now: int) -> Rate:
         rate = self.sensors.get(key)

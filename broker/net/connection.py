@@ -29,8 +29,10 @@ from kgroupd.broker.handlers import HANDLERS
 from kgroupd.broker.handlers.api_versions import api_versions_body
 from kgroupd.broker.handlers.quotas import UNTHROTTLED, charge_request_time
 from kgroupd.broker.handlers.registry import Held, RequestContext
+from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.net.mute import Mute
 from kgroupd.broker.net.request_pool import RequestMemoryPool
+from kgroupd.broker.quotas import CONNECTION_RATE
 from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.acls import Access
 from kgroupd.broker.security.rules import ACCESS
@@ -162,6 +164,12 @@ class KafkaConnection(asyncio.Protocol):
             self.log.warning("connection_refused", reason="max_connections_per_ip", limit=limit)
             self.closing = True
             self.transport.close()
+            return
+        throttle = self.broker.throttle
+        if throttle.enabled(CONNECTION_RATE) and (wait := throttle.accept(self.host, now_ms())):
+            self.log.warning("connection_throttled", reason="connection_creation_rate", ms=wait)
+            self.closing = True  # held unserved, then closed, as Kafka's acceptor does
+            asyncio.get_running_loop().call_later(wait / 1000, self.transport.close)
             return
         self.server.connections.add(self)
         self.log.info("connection_open")

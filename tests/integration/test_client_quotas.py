@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from tests.support.kafka_wire import (
@@ -286,3 +288,24 @@ async def test_partition_mutations_are_throttled(server: KafkaServer) -> None:
     assert server.broker.topics.get("mut-c") is None
     assert deleted["responses"][0]["error_code"] == 0 and server.broker.topics.get("mut-a") is None
     assert 13_000 < deleted["throttle_time_ms"] <= 14_000
+
+
+async def test_connections_over_an_ips_rate_are_held_then_closed(server: KafkaServer) -> None:
+    """connection_creation_rate (KIP-612): a new connection over its IP's rate is not served
+    and is closed once its throttle time is over; the IP's own quota beats the default."""
+    async with await WireClient.connect(server.port, client_id="admin") as admin:
+        await _set(admin, _alter(_entity(ip=None), ("connection_creation_rate", 1000.0)))
+        await _set(admin, _alter(_entity(ip="127.0.0.1"), ("connection_creation_rate", 1.0)))
+    # the admin's connection was taken before the quota: 10 more fit 1/s over a 10 s window
+    opened = [await WireClient.connect(server.port, client_id=f"c{i}") for i in range(11)]
+    try:
+        answers = [await c.request(18, 0, {}) for c in opened[:10]]
+        assert all(a["error_code"] == 0 for a in answers)
+        held = opened[10]
+        await held.send(18, 0, {})
+        with pytest.raises(asyncio.IncompleteReadError):  # closed unanswered
+            await held.read_frame()
+        assert len(server.connections) == 10
+    finally:
+        for c in opened:
+            await c.close()
