@@ -15,11 +15,14 @@ from kgroupd.broker.coordinator.txn import TransactionCoordinator
 from kgroupd.broker.log.consumer_offsets import OffsetsTopic
 from kgroupd.broker.log.producers import ProducerStateManager
 from kgroupd.broker.log.topics import TopicManager
+from kgroupd.broker.quotas import open_quotas
 from kgroupd.broker.security.acls import Authorizer
 from kgroupd.broker.security.credentials import CredentialStore
 from kgroupd.broker.share.durable import attach, restore, restore_configs
 from kgroupd.broker.share.group_config import GroupConfigs
 from kgroupd.broker.share.service import ShareService
+from kgroupd.broker.telemetry import ClientTelemetry
+from kgroupd.broker.throttle import Throttle
 
 if TYPE_CHECKING:
     from kgroupd.broker.stats import BrokerStats
@@ -65,6 +68,10 @@ class Broker:
             # timers are armed once the load is done)
             restore_configs(self.group_configs, durability.share_state)
             self._share = _share_service(self)
+        # client quotas (quotas.json under --data-dir) and their enforcement; KIP-714 clients
+        self.quotas = open_quotas(config.data_dir)
+        self.throttle = Throttle(self.quotas)
+        self.telemetry = ClientTelemetry()
         self._pending_syncs: dict[str, asyncio.Future[None]] = {}
         # What the hot path counts for /metrics (kgroupd.broker.http.metrics); None under
         # --no-metrics

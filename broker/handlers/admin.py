@@ -14,9 +14,10 @@ import uuid
 
 from kgroupd.broker.handlers.group_configs import describe_group
 from kgroupd.broker.handlers.metadata import TRANSACTION_STATE
+from kgroupd.broker.handlers.quotas import PartitionMutations
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC
-from kgroupd.broker.log.topics import TOPIC_CONFIGS, TopicError
+from kgroupd.broker.log.topics import TOPIC_CONFIGS, Topic, TopicError
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import (
     CLUSTER_CREATE,
@@ -101,6 +102,7 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                 for t in items
             ]
         }
+    mutations = PartitionMutations(ctx, strict_since=6)
     for item in items:
         name = item["name"]
         partitions = item["num_partitions"]
@@ -141,6 +143,7 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                 partitions = broker.config.default_partitions
             topic_id = ZERO_UUID
             if not validate_only:
+                mutations.take(partitions)
                 topic_id = broker.topics.create(name, partitions, checked).topic_id
                 ctx.log.info("topic_created", topic=name, partitions=partitions)
             defaults = broker.topics.defaults
@@ -156,7 +159,7 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
                     "configs": None,
                 }
             )
-    return {"topics": results}
+    return mutations.answer({"topics": results})
 
 
 def config_source(key: str, configs: dict[str, str], defaults: dict[str, str]) -> int:
@@ -200,10 +203,15 @@ def handle_delete_topics(ctx: RequestContext, req: Fields) -> Fields:
         wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
     else:
         wanted = [(name, ZERO_UUID) for name in req["topic_names"]]
-    return {"responses": [_delete(ctx, name, topic_id) for name, topic_id in wanted]}
+    mutations = PartitionMutations(ctx, strict_since=5)
+    return mutations.answer(
+        {"responses": [_delete(ctx, name, topic_id, mutations) for name, topic_id in wanted]}
+    )
 
 
-def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> Fields:
+def _delete(
+    ctx: RequestContext, name: str | None, topic_id: uuid.UUID, mutations: PartitionMutations
+) -> Fields:
     topics = ctx.broker.topics
     if name is None:  # v6: by id
         found = topics.by_id(topic_id)
@@ -229,6 +237,13 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> Field
             "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION),
             "error_message": f"Topic {name} is an internal topic and cannot be deleted.",
         }
+    found = topics.get(name)
+    try:
+        if found is not None:  # an unknown topic is answered as such first
+            mutations.take(len(found.partitions))
+    except TopicError as exc:
+        code, message = int(exc.code), exc.message
+        return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
     topic = topics.delete(name)
     if topic is None:
         return {
@@ -265,6 +280,7 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
                 for t in req["topics"]
             ]
         }
+    mutations = PartitionMutations(ctx, strict_since=3)
     for item in req["topics"]:
         name = item["name"]
         count = item["count"]
@@ -300,10 +316,14 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
             code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
             message = f"Replica assignments may name only broker {ctx.broker.node_id}."
         elif not validate_only:
-            topics.add_partitions(name, count)
-            ctx.log.info("partitions_created", topic=name, partitions=count)
+            try:
+                mutations.take(count - len(topic.partitions))
+                topics.add_partitions(name, count)
+                ctx.log.info("partitions_created", topic=name, partitions=count)
+            except TopicError as exc:
+                code, message = exc.code, exc.message
         results.append({"name": name, "error_code": int(code), "error_message": message})
-    return {"results": results}
+    return mutations.answer({"results": results})
 
 
 # DescribeConfigs ----------------------------------------------------------------------------
@@ -316,6 +336,34 @@ _SOURCE_STATIC_BROKER = 4
 _SOURCE_DEFAULT = 5
 # Kafka's DescribeConfigsResponse.ConfigType (4 is SHORT)
 _TYPE_STRING, _TYPE_INT, _TYPE_LONG, _TYPE_BOOLEAN, _TYPE_LIST, _TYPE_DOUBLE = 2, 3, 5, 1, 7, 6
+
+
+_TYPES = {
+    "long": _TYPE_LONG,
+    "int": _TYPE_INT,
+    "double": _TYPE_DOUBLE,
+    "bool": _TYPE_BOOLEAN,
+    "list": _TYPE_LIST,
+    "replicas": _TYPE_LIST,
+}
+# __transaction_state's configs, as Kafka's transaction coordinator creates it (its
+# min.insync.replicas that of a single broker, as transaction.state.log.min.isr=1 sets)
+_TRANSACTION_STATE_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "uncompressed",
+    "min.insync.replicas": "1",
+    "segment.bytes": "104857600",
+    "unclean.leader.election.enable": "false",
+}
+
+
+def _described_topic(ctx: RequestContext, name: str) -> Topic | None:
+    """A topic, or an internal one (``__consumer_offsets``, ``__transaction_state``)."""
+    topics = ctx.broker.topics
+    found = topics.get(name) or topics.internal.get(name)
+    if found is None and name == TRANSACTION_STATE and ctx.broker.transactions.used:
+        found = Topic(name, [], dict(_TRANSACTION_STATE_CONFIGS), defaults=topics.defaults)
+    return found
 
 
 def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
@@ -375,16 +423,14 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
         elif rtype == _BROKER and ctx.denies(CLUSTER_DESCRIBE_CONFIGS, CLUSTER_NAME):
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         elif rtype == _TOPIC:
-            topic = ctx.broker.topics.get(rname)
+            topic = _described_topic(ctx, rname)
             if topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 message = f"Topic {rname} does not exist"
             else:
                 for key, d in TOPIC_CONFIGS.items():
                     source = config_source(key, topic.configs, topic.defaults)
-                    typ = {"long": _TYPE_LONG, "int": _TYPE_INT, "double": _TYPE_DOUBLE}.get(
-                        d.kind, _TYPE_LIST if key == "cleanup.policy" else _TYPE_STRING
-                    )
+                    typ = _TYPES.get(d.kind, _TYPE_STRING)
                     entries.append(_entry(key, topic.config(key), source, typ))
         elif rtype == _BROKER:
             if rname not in ("", str(ctx.broker.node_id)):

@@ -25,8 +25,10 @@ import uuid
 from collections.abc import Coroutine, Generator, Sequence
 from typing import Any
 
+from kgroupd.broker.handlers.quotas import charge, quota_cap
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.log.partition import PartitionLog, ReadWouldBlock
+from kgroupd.broker.quotas import FETCH as FETCH_QUOTA
 from kgroupd.broker.security.rules import TOPIC_READ
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import Chunks, FetchPartition, encode_fetch_response
@@ -60,6 +62,9 @@ class FetchPlan:
     def __init__(self, ctx: RequestContext, req: Fields) -> None:
         self.ctx = ctx
         self.max_bytes = req["max_bytes"]
+        cap = quota_cap(ctx, FETCH_QUOTA)
+        if cap is not None:  # Kafka's: at most what the quota lets through in its window
+            self.max_bytes = min(self.max_bytes, int(cap))
         self.read_committed = req["isolation_level"] == READ_COMMITTED
         by_id = ctx.api_version >= TOPIC_IDS_FROM
         # (key on the wire: name, or id from v13; the topic's name or None for an unknown id)
@@ -191,12 +196,20 @@ def _next_offset(batch: bytes | memoryview) -> int:
 
 
 def _response(
-    version: int,
+    ctx: RequestContext,
     topics: list[tuple[str | uuid.UUID, list[FetchPartition]]],
     code: ErrorCode = ErrorCode.NONE,
 ) -> Chunks:
     # Encoded by hand (kgroupd.protocol.fast): the stored batches go out without being copied.
-    return encode_fetch_response(version, int(code), 0, topics)
+    chunks = encode_fetch_response(ctx.api_version, int(code), 0, topics)
+    if ctx.broker.throttle.enabled(FETCH_QUOTA):
+        size = 0
+        for chunk in chunks:
+            size += len(chunk)
+        throttle_ms = charge(ctx, FETCH_QUOTA, size, keep=False)
+        if throttle_ms:  # over the quota: an empty answer, as Kafka's
+            return encode_fetch_response(ctx.api_version, int(code), 0, [], throttle_ms)
+    return chunks
 
 
 @handler(1)
@@ -204,7 +217,7 @@ def handle_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     session_id = req["session_id"]
     if session_id:
         # We never hand out sessions, so any non-zero id is one we do not know.
-        return _response(ctx.api_version, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        return _response(ctx, [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     plan = FetchPlan(ctx, req)
     ran = plan.run()
     if not isinstance(ran, tuple):
@@ -212,7 +225,7 @@ def handle_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     topics, total, errored = ran
     max_wait = req["max_wait_ms"]
     if errored or total >= req["min_bytes"] or max_wait <= 0:
-        return _response(ctx.api_version, topics)
+        return _response(ctx, topics)
     # Wait for data from now: the long poll task starts later, and a produce handled before
     # it runs would otherwise wake no one (the fetch would sleep its whole max wait).
     logs = plan.logs()
@@ -227,7 +240,7 @@ async def _after_files(
     topics, total, errored = await reading
     max_wait = req["max_wait_ms"]
     if errored or total >= req["min_bytes"] or max_wait <= 0:
-        return _response(plan.ctx.api_version, topics)
+        return _response(plan.ctx, topics)
     logs = plan.logs()
     first = (logs, [log.wait_for_data() for log in logs])
     return await _long_poll(plan, req["min_bytes"], max_wait / 1000.0, first)
@@ -263,9 +276,9 @@ async def _long_poll(
             _forget(logs, futures)
         topics, total, errored = await run_plan(plan)
         if errored or total >= min_bytes:
-            return _response(plan.ctx.api_version, topics)
+            return _response(plan.ctx, topics)
     topics, _, _ = await run_plan(plan)
-    return _response(plan.ctx.api_version, topics)
+    return _response(plan.ctx, topics)
 
 
 def _forget(logs: list[PartitionLog], futures: list[asyncio.Future[None]]) -> None:

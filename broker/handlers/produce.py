@@ -25,13 +25,21 @@ from __future__ import annotations
 import struct
 
 from kgroupd.broker.coordinator.txn import AddPartitions
+from kgroupd.broker.handlers.quotas import charge
 from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
 from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.log.timestamps import INVALID_TIMESTAMP_MESSAGE, timestamp_errors
 from kgroupd.broker.log.topics import Topic
 from kgroupd.broker.log.validate import Refused, validate_batch
+from kgroupd.broker.quotas import PRODUCE as PRODUCE_QUOTA
 from kgroupd.broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
 from kgroupd.protocol.errors import ErrorCode
-from kgroupd.protocol.records import InvalidBatch, split_batches, stamp_log_append_time
+from kgroupd.protocol.records import (
+    BatchHeader,
+    InvalidBatch,
+    split_batches,
+    stamp_log_append_time,
+)
 
 _OFFSET_AND_EPOCH = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
@@ -115,6 +123,9 @@ def append_partition(
             {"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors
         ]
         return fields
+    refused = _timestamps_refused(topic, index, data, header)
+    if refused is not None:
+        return refused
     if header.is_transactional != (txn_id is not None) or (
         header.is_transactional and header.producer_id < 0
     ):
@@ -181,6 +192,21 @@ def append_partition(
     if stats is not None:
         stats.produced(topic.name, len(batch))
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
+
+
+def _timestamps_refused(
+    topic: Topic, index: int, data: bytes, header: BatchHeader
+) -> Fields | None:
+    """INVALID_TIMESTAMP for records outside the topic's message.timestamp.before.max.ms /
+    after.max.ms (KIP-937, ``kgroupd.broker.log.timestamps``), each named."""
+    errors = timestamp_errors(topic, data, header, now_ms())
+    if errors is None:
+        return None
+    fields = _part(index, ErrorCode.INVALID_TIMESTAMP, message=INVALID_TIMESTAMP_MESSAGE)
+    fields["record_errors"] = [
+        {"batch_index": i, "batch_index_error_message": text} for i, text in errors
+    ]
+    return fields
 
 
 # Errors the coordinator gives while it cannot decide, answered as a retriable error (Kafka's
@@ -259,9 +285,10 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
                 appended = appended or part["error_code"] == 0
                 parts.append(part)
         out.append({"name": t["name"], "topic_id": t["topic_id"], "partition_responses": parts})
+    throttle_ms = charge(ctx, PRODUCE_QUOTA, ctx.size)  # the request's size, as Kafka's
     if acks == 0:
         return None
-    reply = {"responses": out}
+    reply = {"responses": out, "throttle_time_ms": throttle_ms}
     # Under --fsync always, acks=1/-1 are answered once the batches are on disk.
     synced = ctx.broker.data_synced() if appended else None
     if synced is None:

@@ -66,6 +66,11 @@ class RequestContext:
     # a hand-encoded answer's top-level error code, for the metrics (dict answers carry
     # their own "error_code")
     error: int = 0
+    # client quotas (kgroupd.broker.throttle): the connection's principal, the request's
+    # size, and what mutes the connection for a throttle time (KIP-219)
+    principal: str = "User:ANONYMOUS"
+    size: int = 0
+    throttle: Callable[[int], None] | None = None
 
     def denies(self, rule: Rule, name: str) -> bool:
         """Under ``--authorizer acl``: does ``rule`` refuse the resource ``name``?"""
@@ -106,6 +111,10 @@ HOMES: dict[int, str] = {
     **dict.fromkeys((68, 69), "consumer_groups"),
     **dict.fromkeys((76, 78, 79), "share"),
     **dict.fromkeys((77, 90, 91, 92), "share_admin"),
+    **dict.fromkeys((34, 35, 60, 75), "cluster"),
+    **dict.fromkeys((48, 49), "quotas"),
+    **dict.fromkeys((23, 43, 45, 46), "replication"),
+    **dict.fromkeys((71, 72), "telemetry"),
 }
 
 

@@ -58,6 +58,11 @@ __all__ = ["OFFSETS_TOPIC", "OffsetsTopic", "offsets_topic_id"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DELETE_RETENTION_MS = 86_400_000  # Kafka's delete.retention.ms
+OFFSETS_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "producer",
+    "segment.bytes": "104857600",  # offsets.topic.segment.bytes
+}
 COMPACT_SLACK = 1000  # records beyond twice the live keys before a partition is compacted
 RESERVE_BLOCK = 1 << 20  # offsets reserved on disk at a time (--data-dir)
 MAX_BATCH_RECORDS = 1000
@@ -117,7 +122,8 @@ class OffsetsTopic:
         start_offsets: list[int] | None = None,
         persist: Callable[[list[int], bool], None] | None = None,
     ) -> None:
-        self.topic = Topic(OFFSETS_TOPIC, [], {"cleanup.policy": "compact"})
+        # the configs Kafka's group coordinator creates the topic with
+        self.topic = Topic(OFFSETS_TOPIC, [], dict(OFFSETS_TOPIC_CONFIGS))
         self.topic.topic_id = offsets_topic_id(cluster_id)
         self.count = partitions
         self.created = False

@@ -15,14 +15,20 @@ from kgroupd.protocol.errors import ErrorCode
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _NUMBER = re.compile(r"[+-]?[0-9]+")  # Java's Long.parseLong
+_LONG_MAX = str(2**63 - 1)
+_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")  # Kafka's ThrottledReplicaListValidator
 
 
 @dataclass(frozen=True)
 class ConfigDef:
     default: str
-    kind: str  # "long", "int" or "enum" ("list" for cleanup.policy: APPEND/SUBTRACT apply)
+    # "long", "int", "double", "bool", "enum", "list" (cleanup.policy: APPEND/SUBTRACT
+    # apply) or "replicas" (a throttled-replicas list: ``*`` or partition:broker pairs)
+    kind: str
     choices: tuple[str, ...] = ()
     at_least: int | None = None  # Kafka's ConfigDef.Range.atLeast
+    at_most: int | None = None  # and between(at_least, at_most)
+    also: int | None = None  # a value allowed outside the range (gzip's -1: its default)
 
 
 # The topic configs kgroupd understands, with Kafka's defaults and bounds.
@@ -34,6 +40,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "retention.bytes": ConfigDef("-1", "long"),
     "segment.bytes": ConfigDef("1073741824", "int", at_least=14),  # RECORD_OVERHEAD_V0
     "segment.ms": ConfigDef("604800000", "long", at_least=1),
+    "segment.jitter.ms": ConfigDef("0", "long", at_least=0),
     # the sparse index's spacing (kgroupd.broker.storage.segment); broker default
     # --log-index-interval-bytes (Kafka: log.index.interval.bytes)
     "index.interval.bytes": ConfigDef("4096", "int", at_least=0),
@@ -48,6 +55,29 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "min.compaction.lag.ms": ConfigDef("0", "long", at_least=0),
     "max.compaction.lag.ms": ConfigDef("9223372036854775807", "long", at_least=1),
     "delete.retention.ms": ConfigDef("86400000", "long", at_least=0),
+    # KIP-937, enforced at produce for CreateTime topics (kgroupd.broker.handlers.produce)
+    "message.timestamp.before.max.ms": ConfigDef(_LONG_MAX, "long", at_least=0),
+    "message.timestamp.after.max.ms": ConfigDef("3600000", "long", at_least=0),  # Kafka 4
+    # Kept and described, with no effect here: kgroupd writes segments its own way
+    # (--fsync, no preallocation, files deleted at once, no offset index size cap), and
+    # one broker has no replicas, elections or tiered storage.
+    "segment.index.bytes": ConfigDef("10485760", "int", at_least=4),
+    "flush.messages": ConfigDef(_LONG_MAX, "long", at_least=1),
+    "flush.ms": ConfigDef(_LONG_MAX, "long", at_least=0),
+    "file.delete.delay.ms": ConfigDef("60000", "long", at_least=0),
+    "preallocate": ConfigDef("false", "bool"),
+    "compression.gzip.level": ConfigDef("-1", "int", at_least=1, at_most=9, also=-1),
+    "compression.lz4.level": ConfigDef("9", "int", at_least=1, at_most=17),
+    "compression.zstd.level": ConfigDef("3", "int", at_least=-131072, at_most=22),
+    "message.downconversion.enable": ConfigDef("true", "bool"),  # a no-op in Kafka 4 too
+    "unclean.leader.election.enable": ConfigDef("false", "bool"),
+    "leader.replication.throttled.replicas": ConfigDef("", "replicas"),
+    "follower.replication.throttled.replicas": ConfigDef("", "replicas"),
+    "remote.storage.enable": ConfigDef("false", "bool"),
+    "local.retention.ms": ConfigDef("-2", "long", at_least=-2),
+    "local.retention.bytes": ConfigDef("-2", "long", at_least=-2),
+    "remote.log.copy.disable": ConfigDef("false", "bool"),
+    "remote.log.delete.on.disable": ConfigDef("false", "bool"),
 }
 _BITS = {"int": 32, "long": 64}
 _DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -78,8 +108,11 @@ def validate_topic_name(name: str | None) -> None:
         )
 
 
-def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
-    """Kafka's checks of topic configs (LogConfig.validate), with its messages."""
+def validate_configs(
+    configs: dict[str, str | None], defaults: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Kafka's checks of topic configs (LogConfig.validate), with its messages; ``defaults``
+    are the broker's (the topic's configs are checked together with them)."""
     out: dict[str, str] = {}
     for key, value in configs.items():
         spec = TOPIC_CONFIGS.get(key)
@@ -87,22 +120,53 @@ def validate_configs(configs: dict[str, str | None]) -> dict[str, str]:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
         if value is None:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value for topic config {key}")
-        problem = _config_problem(spec, value)
+        problem = _config_problem(spec, value, key)
         if problem is not None:
             message = f"Invalid value {value} for configuration {key}: {problem}"
             raise TopicError(ErrorCode.INVALID_CONFIG, message)
         out[key] = value
+    _check_together({**(defaults or {}), **out})
     return out
 
 
-def _config_problem(spec: ConfigDef, value: str) -> str | None:
+def _check_together(configs: dict[str, str]) -> None:
+    """LogConfig.validateValues and the tiered-storage check, on the topic's effective
+    configs."""
+
+    def get(key: str) -> str:
+        return configs.get(key, TOPIC_CONFIGS[key].default).strip()
+
+    low, high = int(get("min.compaction.lag.ms")), int(get("max.compaction.lag.ms"))
+    if low > high:
+        raise TopicError(
+            ErrorCode.INVALID_CONFIG,
+            f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+            f"max.compaction.lag.ms ({high})",
+        )
+    if get("remote.storage.enable").lower() == "true":  # kgroupd has no tiered storage
+        raise TopicError(
+            ErrorCode.INVALID_CONFIG,
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+            "configured with remote log storage.",
+        )
+
+
+def _config_problem(spec: ConfigDef, value: str, key: str) -> str | None:
     bits = _BITS.get(spec.kind)
     if bits is not None:
         number = int(value.strip()) if _NUMBER.fullmatch(value.strip()) else None
         if number is None or not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
             return f"Not a number of type {spec.kind.upper()}"
+        if number == spec.also:
+            return None
+        low, high = spec.at_least, spec.at_most
+        gzip = spec.also is not None and low is not None and high is not None  # its check
+        if gzip and not low <= number <= high:  # type: ignore[operator]
+            return f"Value must be between {low} and {high} or equal to {spec.also}"
         if spec.at_least is not None and number < spec.at_least:
             return f"Value must be at least {spec.at_least}"
+        if spec.at_most is not None and number > spec.at_most:
+            return f"Value must be no more than {spec.at_most}"
     elif spec.kind == "double":  # min.cleanable.dirty.ratio: Kafka's Range.between(0, 1)
         if not _DOUBLE.fullmatch(value.strip()):
             return "Not a number of type DOUBLE"
@@ -110,6 +174,16 @@ def _config_problem(spec: ConfigDef, value: str) -> str | None:
             return "Value must be at least 0.0"
         if float(value) > 1:
             return "Value must be no more than 1.0"
+    elif spec.kind == "bool":
+        if value.strip().lower() not in ("true", "false"):
+            return "Expected value to be either true or false"
+    elif spec.kind == "replicas":
+        items = [item.strip() for item in value.split(",")]
+        if not (all(_REPLICA.fullmatch(i) for i in items) or "".join(items) == "*"):
+            return (
+                f"{key} must be the literal '*' or a list of replicas in the following "
+                "format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+            )
     elif value.replace(" ", "") not in spec.choices:
         return f"must be one of {list(spec.choices)}"
     return None
@@ -124,6 +198,10 @@ class Topic:
     # the broker's defaults of topic configs (--log-index-interval-bytes...), shared by every
     # topic (TopicManager.defaults): a topic's own config beats them, they beat Kafka's
     defaults: dict[str, str] = field(default_factory=dict)
+    # the produce path's timestamp rules, for the configs dict they were read from
+    _timestamps: tuple[dict[str, str], tuple[bool, int, int]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def config(self, key: str) -> str:
         found = self.configs.get(key)
@@ -139,6 +217,19 @@ class Topic:
     @property
     def log_append_time(self) -> bool:
         return self.config("message.timestamp.type") == "LogAppendTime"
+
+    def timestamp_rules(self) -> tuple[bool, int, int]:
+        """(LogAppendTime, message.timestamp.before.max.ms, message.timestamp.after.max.ms),
+        read again once the configs are replaced (AlterConfigs sets a new dict)."""
+        cached = self._timestamps
+        if cached is None or cached[0] is not self.configs:
+            rules = (
+                self.log_append_time,
+                int(self.config("message.timestamp.before.max.ms")),
+                int(self.config("message.timestamp.after.max.ms")),
+            )
+            self._timestamps = cached = (self.configs, rules)
+        return cached[1]
 
     def add_partitions(self, total: int) -> None:
         for i in range(len(self.partitions), total):

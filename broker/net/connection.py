@@ -26,9 +26,14 @@ import structlog
 
 from kgroupd.broker.config.security import SASL_PROTOCOLS
 from kgroupd.broker.handlers.api_versions import api_versions_body
+from kgroupd.broker.handlers.quotas import UNTHROTTLED, charge_request_time
 from kgroupd.broker.handlers.registry import HANDLERS, Held, RequestContext, entry_for
+from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.net.failed_auth import FailedAuthDelay
+from kgroupd.broker.net.mute import Mute
 from kgroupd.broker.net.request_pool import FrameReader, RequestMemoryPool
+from kgroupd.broker.quotas import CONNECTION_RATE
+from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.acls import ANONYMOUS, Access
 from kgroupd.broker.security.rules import ACCESS
 from kgroupd.protocol.errors import ErrorCode
@@ -128,6 +133,7 @@ class KafkaConnection(asyncio.Protocol):
             self.reader.decoder.set_limit(config.sasl_server_max_receive_size)
         self.protocol = protocol
         self.access: Access | None = None  # --authorizer acl: set once the principal is known
+        self.mute = Mute(self._run)  # a quota's throttle time (KIP-219)
 
     def _set_principal(self, principal: str) -> None:
         self.principal = principal
@@ -159,6 +165,12 @@ class KafkaConnection(asyncio.Protocol):
             self.closing = True
             self.transport.close()
             return
+        throttle = self.broker.throttle
+        if throttle.enabled(CONNECTION_RATE) and (wait := throttle.accept(self.host, now_ms())):
+            self.log.warning("connection_throttled", reason="connection_creation_rate", ms=wait)
+            self.closing = True  # held unserved, then closed, as Kafka's acceptor does
+            asyncio.get_running_loop().call_later(wait / 1000, self.transport.close)
+            return
         self.server.connections.add(self)
         self.log.info("connection_open")
 
@@ -166,6 +178,7 @@ class KafkaConnection(asyncio.Protocol):
         self.closing = True
         self.server.connections.discard(self)
         self.reader.close()
+        self.mute.cancel()
         if self.waiting is not None and not self.waiting.done():
             self.waiting.cancel()
         self.log.info("connection_closed", error=str(exc) if exc else None)
@@ -218,6 +231,8 @@ class KafkaConnection(asyncio.Protocol):
         queue = self.queue
         held = self.held
         while queue and self.waiting is None and not self.closing:
+            if self.mute.until and self.mute.active():
+                break
             frame = queue.popleft()
             self.reader.taken(frame)
             try:
@@ -432,10 +447,15 @@ class KafkaConnection(asyncio.Protocol):
             self.advertised,
             sasl,
             access,
+            principal=self.principal,
+            size=len(frame),
+            throttle=self.mute.throttle,
         )
         stats = self.broker.stats
         try:
             reply = entry.fn(ctx, request)
+            if api_key not in UNTHROTTLED and self.broker.throttle.enabled(REQUEST_QUOTA):
+                reply = charge_request_time(ctx, reply, _clock() - started)
             if stats is not None:
                 if type(reply) is bytes:  # the hot paths' hand-encoded answers
                     stats.request(api_key, version, ctx.error, _clock() - started)

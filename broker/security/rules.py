@@ -59,6 +59,7 @@ CLUSTER_CREATE = Rule(_C, Operation.CREATE, CLUSTER_AUTH)
 CLUSTER_DESCRIBE_CONFIGS = Rule(_C, Operation.DESCRIBE_CONFIGS, CLUSTER_AUTH)
 CLUSTER_ALTER_CONFIGS = Rule(_C, Operation.ALTER_CONFIGS, CLUSTER_AUTH)
 CLUSTER_IDEMPOTENT_WRITE = Rule(_C, Operation.IDEMPOTENT_WRITE, CLUSTER_AUTH)
+CLUSTER_ACTION = Rule(_C, Operation.CLUSTER_ACTION, CLUSTER_AUTH)
 TXN_WRITE = Rule(_X, Operation.WRITE, TXN_AUTH)
 TXN_DESCRIBE = Rule(_X, Operation.DESCRIBE, TXN_AUTH)
 
@@ -151,6 +152,7 @@ ACCESS: dict[int, ApiAccess] = {
     20: ApiAccess((TOPIC_DELETE,)),  # DeleteTopics
     21: ApiAccess((TOPIC_DELETE,)),  # DeleteRecords
     22: ApiAccess((TXN_WRITE, CLUSTER_IDEMPOTENT_WRITE, TOPIC_WRITE), _init_producer_id),
+    23: ApiAccess((CLUSTER_ACTION, TOPIC_DESCRIBE)),  # OffsetForLeaderEpoch
     24: ApiAccess((TXN_WRITE, TOPIC_WRITE)),  # AddPartitionsToTxn
     25: ApiAccess((TXN_WRITE, GROUP_READ), _add_offsets_to_txn),  # AddOffsetsToTxn
     26: ApiAccess((TXN_WRITE,), _on(TXN_WRITE, "transactional_id")),  # EndTxn
@@ -164,20 +166,31 @@ ACCESS: dict[int, ApiAccess] = {
     33: ApiAccess(
         (TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS, GROUP_ALTER_CONFIGS)
     ),  # AlterConfigs
+    34: ApiAccess((CLUSTER_ALTER,)),  # AlterReplicaLogDirs
+    35: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeLogDirs
     36: ApiAccess(()),  # SaslAuthenticate
     37: ApiAccess((TOPIC_ALTER,)),  # CreatePartitions
     42: ApiAccess((GROUP_DELETE,)),  # DeleteGroups
+    43: ApiAccess((CLUSTER_ALTER,)),  # ElectLeaders
     44: ApiAccess(
         (TOPIC_ALTER_CONFIGS, CLUSTER_ALTER_CONFIGS, GROUP_ALTER_CONFIGS)
     ),  # IncrementalAlterConfigs
+    45: ApiAccess((CLUSTER_ALTER,)),  # AlterPartitionReassignments
+    46: ApiAccess((CLUSTER_DESCRIBE,)),  # ListPartitionReassignments
     47: ApiAccess((GROUP_DELETE, TOPIC_READ), _offset_delete),  # OffsetDelete
+    48: ApiAccess((CLUSTER_DESCRIBE_CONFIGS,)),  # DescribeClientQuotas
+    49: ApiAccess((CLUSTER_ALTER_CONFIGS,)),  # AlterClientQuotas
     50: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeUserScram...
     51: ApiAccess((CLUSTER_ALTER,)),  # AlterUserScramCredentials
+    60: ApiAccess((CLUSTER_DESCRIBE,)),  # DescribeCluster: for its authorized operations only
     61: ApiAccess((TOPIC_READ,)),  # DescribeProducers
     65: ApiAccess((TXN_DESCRIBE, TOPIC_DESCRIBE)),  # DescribeTransactions
     66: ApiAccess((TXN_DESCRIBE,)),  # ListTransactions
     68: ApiAccess((GROUP_READ, TOPIC_DESCRIBE), _consumer_group_heartbeat),
     69: ApiAccess((GROUP_DESCRIBE, TOPIC_DESCRIBE)),  # ConsumerGroupDescribe
+    71: ApiAccess(()),  # GetTelemetrySubscriptions
+    72: ApiAccess(()),  # PushTelemetry
+    75: ApiAccess((TOPIC_DESCRIBE,)),  # DescribeTopicPartitions
     76: ApiAccess((GROUP_READ, TOPIC_DESCRIBE), _on(GROUP_READ, "group_id")),  # ShareGroupHb
     78: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # ShareFetch
     79: ApiAccess((GROUP_READ, TOPIC_READ), _on(GROUP_READ, "group_id")),  # ShareAcknowledge

@@ -56,6 +56,7 @@ def encode_fetch_response(
     error_code: int,
     session_id: int,
     topics: Sequence[tuple[str | uuid.UUID, list[FetchPartition]]],
+    throttle_ms: int = 0,
 ) -> Chunks:
     """Fetch response v4-v18, records left as the stored batch objects.
 
@@ -64,12 +65,12 @@ def encode_fetch_response(
     defaults); from v13 topics are keyed by topic id (a UUID), before by name.
     """
     if version >= FLEXIBLE_FROM:
-        return _encode_flexible(version, error_code, session_id, topics)
+        return _encode_flexible(version, error_code, session_id, topics, throttle_ms)
     out = Chunks()
     if version >= 7:
-        out.append(_FETCH_TOP_V7.pack(0, error_code, session_id))
+        out.append(_FETCH_TOP_V7.pack(throttle_ms, error_code, session_id))
     else:
-        out.append(_FETCH_TOP_V4.pack(0))
+        out.append(_FETCH_TOP_V4.pack(throttle_ms))
     out.append(_I32.pack(len(topics)))
     for name, parts in topics:
         assert isinstance(name, str)
@@ -95,9 +96,11 @@ def _encode_flexible(
     error_code: int,
     session_id: int,
     topics: Sequence[tuple[str | uuid.UUID, list[FetchPartition]]],
+    throttle_ms: int = 0,
 ) -> Chunks:
     out = Chunks()
-    out.append(_FETCH_TOP_V7.pack(0, error_code, session_id) + _uvarint(len(topics) + 1))
+    top = _FETCH_TOP_V7.pack(throttle_ms, error_code, session_id)
+    out.append(top + _uvarint(len(topics) + 1))
     for key, parts in topics:
         if isinstance(key, uuid.UUID):
             head = key.bytes

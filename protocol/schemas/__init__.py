@@ -44,6 +44,7 @@ SERVED: dict[int, tuple[int, int]] = {
     20: (0, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId (v6 is latestVersionUnstable in Kafka 4.3)
+    23: (2, 4),  # OffsetForLeaderEpoch
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
@@ -53,18 +54,29 @@ SERVED: dict[int, tuple[int, int]] = {
     31: (1, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    34: (1, 2),  # AlterReplicaLogDirs
+    35: (1, 5),  # DescribeLogDirs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 1),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
     61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
+    60: (0, 2),  # DescribeCluster
     66: (0, 2),  # ListTransactions
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
+    71: (0, 0),  # GetTelemetrySubscriptions
+    72: (0, 0),  # PushTelemetry
+    75: (0, 0),  # DescribeTopicPartitions
     76: (1, 1),  # ShareGroupHeartbeat
     77: (1, 1),  # ShareGroupDescribe
     78: (1, 2),  # ShareFetch
@@ -93,6 +105,10 @@ HOMES: dict[int, str] = {
     # WriteTxnMarkers (27) defined, not served: broker-to-broker
     **dict.fromkeys((24, 25, 26, 27, 28, 61, 65, 66), "txn"),
     **dict.fromkeys((76, 77, 78, 79, 90, 91, 92), "share"),
+    **dict.fromkeys((34, 35, 60, 75), "cluster"),
+    **dict.fromkeys((48, 49), "quotas"),
+    **dict.fromkeys((23, 43, 45, 46), "replication"),
+    **dict.fromkeys((71, 72), "telemetry"),
 }
 
 

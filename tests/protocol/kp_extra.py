@@ -1,5 +1,5 @@
-"""kafka-python classes for the messages its release ships no JSON for (the KIP-848 and
-KIP-932 APIs): its own JSON loader fed with the message JSON inside
+"""kafka-python classes for the messages its release ships no JSON for (the KIP-848, KIP-932
+and KIP-714 APIs): its own JSON loader fed with the message JSON inside
 kafka-clients-4.3.0.jar (fetched by ``tests.support.java``, cached under ``.cache/``)."""
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from tests.support.java import CACHE, KAFKA_CLIENTS_VERSION, JavaSetupError, _ja
 MESSAGES = {
     68: "ConsumerGroupHeartbeat",
     69: "ConsumerGroupDescribe",
+    71: "GetTelemetrySubscriptions",
+    72: "PushTelemetry",
     76: "ShareGroupHeartbeat",
     77: "ShareGroupDescribe",
     78: "ShareFetch",

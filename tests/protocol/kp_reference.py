@@ -17,6 +17,8 @@ with warnings.catch_warnings():
     from kafka.protocol import producer as kp_producer
     from kafka.protocol import sasl as kp_sasl
     from kafka.protocol.admin import acl as kp_acl
+    from kafka.protocol.admin import client_quotas as kp_quotas
+    from kafka.protocol.admin import cluster as kp_cluster
     from kafka.protocol.admin import configs as kp_configs
     from kafka.protocol.admin import topics as kp_topics
     from kafka.protocol.admin import transactions as kp_transactions
@@ -76,6 +78,25 @@ KP_CLASSES: dict[int, tuple[Any, Any]] = {
         kp_users.DescribeUserScramCredentialsResponse,
     ),
     51: (kp_users.AlterUserScramCredentialsRequest, kp_users.AlterUserScramCredentialsResponse),
+    23: (kp_consumer.OffsetForLeaderEpochRequest, kp_consumer.OffsetForLeaderEpochResponse),
+    34: (kp_cluster.AlterReplicaLogDirsRequest, kp_cluster.AlterReplicaLogDirsResponse),
+    35: (kp_cluster.DescribeLogDirsRequest, kp_cluster.DescribeLogDirsResponse),
+    43: (kp_topics.ElectLeadersRequest, kp_topics.ElectLeadersResponse),
+    45: (
+        kp_topics.AlterPartitionReassignmentsRequest,
+        kp_topics.AlterPartitionReassignmentsResponse,
+    ),
+    46: (
+        kp_topics.ListPartitionReassignmentsRequest,
+        kp_topics.ListPartitionReassignmentsResponse,
+    ),
+    48: (kp_quotas.DescribeClientQuotasRequest, kp_quotas.DescribeClientQuotasResponse),
+    49: (kp_quotas.AlterClientQuotasRequest, kp_quotas.AlterClientQuotasResponse),
+    60: (kp_cluster.DescribeClusterRequest, kp_cluster.DescribeClusterResponse),
+    75: (
+        kp_topics.DescribeTopicPartitionsRequest,
+        kp_topics.DescribeTopicPartitionsResponse,
+    ),
 }
 
 
@@ -113,6 +134,8 @@ class ValueGen:
             return sign * (2**40 + n)
         if type_str == "bool":
             return n % 2 == 0
+        if type_str == "float64":
+            return sign * (n + 0.25)  # exact in binary
         if type_str == "string":
             return f"s{n}-ñ€😀"  # 1-, 2-, 3- and 4-byte UTF-8 sequences
         if type_str in ("bytes", "records"):

@@ -100,19 +100,23 @@ def kp_struct(fields: dict[str, Any], obj: Any, version: int) -> dict[str, Any]:
     return out
 
 
-# kafka-python renames a few fields of Kafka's JSON: (its name, Kafka's names).
+# kafka-python renames a few fields of Kafka's JSON: (its name, Kafka's names), in every
+# message but those listed after.
 KP_RENAMES = {
     "authorized_operations": ("cluster_authorized_operations", "topic_authorized_operations")
 }
+KP_KEEPS_NAMES = {"DescribeTopicPartitionsResponse"}
 
 
 def ours_present(msg: Message, value: dict[str, Any], version: int) -> dict[str, Any]:
     """Our decoded dict restricted to the fields that exist at ``version``, named as
     kafka-python names them; tagged fields at their default left out."""
-    return _present(msg.fields, value, version)
+    return _present(msg.fields, value, version, msg.name not in KP_KEEPS_NAMES)
 
 
-def _present(fields: list[Any], value: dict[str, Any], version: int) -> dict[str, Any]:
+def _present(
+    fields: list[Any], value: dict[str, Any], version: int, rename: bool = True
+) -> dict[str, Any]:
     out = {}
     for f in fields:
         if version not in f.vr:
@@ -122,13 +126,13 @@ def _present(fields: list[Any], value: dict[str, Any], version: int) -> dict[str
             continue  # a tagged field at its default is not on the wire
         if isinstance(f.type, list) and v is not None:
             v = (
-                _present(f.type, v, version)
+                _present(f.type, v, version, rename)
                 if f.struct
-                else [_present(f.type, i, version) for i in v]
+                else [_present(f.type, i, version, rename) for i in v]
             )
         name = f.name
         for kp_name, ours in KP_RENAMES.items():
-            if name in ours:
+            if rename and name in ours:
                 name = kp_name
         out[name] = v
     return out
