@@ -14,8 +14,8 @@ import uuid
 
 from kgroupd.broker.handlers.group_configs import describe_group
 from kgroupd.broker.handlers.metadata import TRANSACTION_STATE
-from kgroupd.broker.handlers.quotas import PartitionMutations
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.handlers.throttling import PartitionMutations
 from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC
 from kgroupd.broker.log.topics import TOPIC_CONFIGS, Topic, TopicError
 from kgroupd.broker.security.acls import CLUSTER_NAME

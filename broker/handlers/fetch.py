@@ -25,8 +25,8 @@ import uuid
 from collections.abc import Coroutine, Generator, Sequence
 from typing import Any
 
-from kgroupd.broker.handlers.quotas import charge, quota_cap
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
+from kgroupd.broker.handlers.throttling import charge, quota_cap
 from kgroupd.broker.log.partition import PartitionLog, ReadWouldBlock
 from kgroupd.broker.quotas import FETCH as FETCH_QUOTA
 from kgroupd.broker.security.rules import TOPIC_READ

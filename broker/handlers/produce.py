@@ -25,8 +25,8 @@ from __future__ import annotations
 import struct
 
 from kgroupd.broker.coordinator.txn import AddPartitions
-from kgroupd.broker.handlers.quotas import charge
 from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from kgroupd.broker.handlers.throttling import charge
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.timestamps import INVALID_TIMESTAMP_MESSAGE, timestamp_errors
 from kgroupd.broker.log.topics import Topic

@@ -26,8 +26,8 @@ import structlog
 
 from kgroupd.broker.config.security import SASL_PROTOCOLS
 from kgroupd.broker.handlers.api_versions import api_versions_body
-from kgroupd.broker.handlers.quotas import UNTHROTTLED, charge_request_time
 from kgroupd.broker.handlers.registry import HANDLERS, Held, RequestContext, entry_for
+from kgroupd.broker.handlers.throttling import UNTHROTTLED, charge_request_time
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.net.failed_auth import FailedAuthDelay
 from kgroupd.broker.net.mute import Mute

@@ -1,0 +1,102 @@
+"""What a request pays against its client's quotas (Kafka's ClientQuotaManager and
+ControllerMutationQuotaManager as the handlers use them): produce and fetch bytes, request
+time, partition mutations. On the request path of every API that has a quota, so apart from
+the DescribeClientQuotas/AlterClientQuotas handlers (``quotas``), which load on first use."""
+
+from __future__ import annotations
+
+from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext
+from kgroupd.broker.log.partition import now_ms
+from kgroupd.broker.log.topics import TopicError
+from kgroupd.broker.quotas import MUTATION, REQUEST
+from kgroupd.broker.throttle import WINDOW_MS
+from kgroupd.protocol.errors import ErrorCode
+
+
+def charge(
+    ctx: RequestContext, key: str, value: float, keep: bool = True, cap: int | None = None
+) -> int:
+    """Record ``value`` against the client's ``key`` quota (``kgroupd.broker.throttle``): the
+    throttle time it earned in ms (0: none; at most ``cap``), for which the connection is
+    muted. With ``keep=False`` a value that earned a throttle time is taken back (the answer
+    drops it)."""
+    throttle = ctx.broker.throttle
+    if not throttle.enabled(key):
+        return 0
+    user, client, now = ctx.principal.partition(":")[2], ctx.client_id or "", now_ms()
+    ms = throttle.record(key, user, client, value, now)
+    if cap is not None:
+        ms = min(ms, cap)
+    if ms > 0:
+        ctx.log.info("quota_throttled", quota=key, throttle_time_ms=ms)
+        if not keep:
+            throttle.unrecord(key, user, client, value, now)
+        if ctx.throttle is not None:
+            ctx.throttle(ms)
+    return ms
+
+
+REQUEST_THROTTLE_MAX_MS = WINDOW_MS  # Kafka bounds a request quota's throttle to one window
+UNTHROTTLED = frozenset({17, 36})  # SASL: answered before a client is known, as Kafka's
+
+
+def charge_request_time(ctx: RequestContext, reply: Reply, seconds: float) -> Reply:
+    """Kafka's request quota (``request_percentage``, KIP-124): the time the broker spent on
+    the request, as a percentage of one thread's second, against the client's quota; the
+    throttle time goes into the answer (the larger of it and a byte-rate quota's)."""
+    ms = charge(ctx, REQUEST, seconds * 100, cap=REQUEST_THROTTLE_MAX_MS)
+    if ms:
+        fields = reply.reply if isinstance(reply, Held) else reply
+        if isinstance(fields, dict):
+            fields["throttle_time_ms"] = max(fields.get("throttle_time_ms") or 0, ms)
+    return reply
+
+
+class PartitionMutations:
+    """One request's partition mutations against the client's ``controller_mutation_rate``
+    (KIP-599): strict from ``strict_since`` (a throttled topic is THROTTLING_QUOTA_EXCEEDED),
+    permissive before (taken, only throttled)."""
+
+    def __init__(self, ctx: RequestContext, strict_since: int) -> None:
+        self.ctx = ctx
+        self.strict = ctx.api_version >= strict_since
+        self.enabled = ctx.broker.throttle.enabled(MUTATION)
+        self.throttle_ms = 0
+
+    def take(self, partitions: int) -> None:
+        """Count ``partitions`` created or deleted; ``TopicError`` if refused."""
+        if not self.enabled:
+            return
+        ctx = self.ctx
+        allowed, ms = ctx.broker.throttle.mutate(
+            MUTATION,
+            ctx.principal.partition(":")[2],
+            ctx.client_id or "",
+            partitions,
+            now_ms(),
+            self.strict,
+        )
+        self.throttle_ms = max(self.throttle_ms, ms)
+        if not allowed:
+            raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+
+    def answer(self, reply: Fields) -> Fields:
+        """The reply with the throttle time; the connection muted for it."""
+        if self.throttle_ms:
+            reply["throttle_time_ms"] = self.throttle_ms
+            self.ctx.log.info("quota_throttled", quota=MUTATION, throttle_time_ms=self.throttle_ms)
+            if self.ctx.throttle is not None:
+                self.ctx.throttle(self.throttle_ms)
+        return reply
+
+
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def quota_cap(ctx: RequestContext, key: str) -> float | None:
+    """The most the client may take at once without being throttled for sure (None: no
+    quota)."""
+    throttle = ctx.broker.throttle
+    if not throttle.enabled(key):
+        return None
+    return throttle.max_in_window(key, ctx.principal.partition(":")[2], ctx.client_id or "")
