@@ -165,17 +165,23 @@ async def cmd_delete(admin: AdminClient, args: argparse.Namespace) -> int:
         code = await ops.delete_group(admin, g)
         if code != 0:
             failed[g] = error_name(code)
+    return report_deletions(args, failed, "consumer groups", "Group")
+
+
+def report_deletions(args: argparse.Namespace, failed: dict[str, str], kind: str, one: str) -> int:
+    """What Kafka's tools print after deleting ``args.group`` (``failed``: group -> error
+    name), or the JSON of it; raises ``Failed`` when any failed."""
     deleted = [g for g in args.group if g not in failed]
     if args.output == "json":
         emit_json([{"group": g, "error": failed.get(g)} for g in args.group])
     else:
         if deleted:
             names = ", ".join(f"'{g}'" for g in deleted)
-            print(f"Deletion of requested consumer groups ({names}) was successful.")
+            print(f"Deletion of requested {kind} ({names}) was successful.")
         if failed:
-            print("Deletion of some consumer groups failed:")
+            print(f"Deletion of some {kind} failed:")
             for g, name in failed.items():
-                print(f"* Group '{g}' could not be deleted due to: {name}")
+                print(f"* {one} '{g}' could not be deleted due to: {name}")
     if failed:
         raise Failed
     return 0

@@ -17,7 +17,7 @@ from kgroupd.protocol.errors import ErrorCode
 
 from . import kafka_ops as ops
 from .client import AdminClient, KafkaError, check, error_name
-from .groups import Failed, _partitions, _timestamp_ms
+from .groups import Failed, _partitions, _timestamp_ms, report_deletions
 from .kafka_ops import EARLIEST, LATEST, TopicPartition
 from .output import emit, emit_json, note, records, table
 
@@ -231,20 +231,7 @@ async def cmd_delete(admin: AdminClient, args: argparse.Namespace) -> int:
         code = await ops.delete_group(admin, group)
         if code:
             failed[group] = error_name(code)
-    deleted = [g for g in args.group if g not in failed]
-    if args.output == "json":
-        emit_json([{"group": g, "error": failed.get(g)} for g in args.group])
-    else:
-        if deleted:
-            names = ", ".join(f"'{g}'" for g in deleted)
-            print(f"Deletion of requested share groups ({names}) was successful.")
-        if failed:
-            print("Deletion of some share groups failed:")
-            for g, name in failed.items():
-                print(f"* Share group '{g}' could not be deleted due to: {name}")
-    if failed:
-        raise Failed
-    return 0
+    return report_deletions(args, failed, "share groups", "Share group")
 
 
 def _now_ms() -> int:
