@@ -95,6 +95,13 @@ def _main(argv: Sequence[str] | None) -> int:
         from kgroupd.broker.cli.tools import TOOLS_HELP
 
         print(TOOLS_HELP)
+        if args in (["-h"], ["--help"]):  # argparse's text, cached for the usual width
+            from kgroupd.broker.cli.help_text import cached_help
+
+            text = cached_help()
+            if text is not None:
+                sys.stdout.write(text)
+                return 0
     from kgroupd.broker.config.settings import ConfigError, load_config
 
     try:
