@@ -88,7 +88,8 @@ class KafkaServer:
     async def start(self) -> None:
         """With ``--data-dir``: the HTTP listener first (``/healthz`` answers, ``/readyz``
         says not yet), then the data dir loads on a worker thread, then the Kafka listeners
-        bind. In memory there is nothing to wait for: the Kafka listeners bind first, then
+        serve (bound here, or already listening: ``sockets``, from kgroupd.broker.cli.main).
+        In memory there is nothing to wait for: the Kafka listeners serve first, then
         the HTTP listener (its modules imported on a worker thread while the loop serves
         Kafka clients). Either way ``/readyz`` answers ready once both are done."""
         loop = asyncio.get_running_loop()
