@@ -10,6 +10,7 @@ import sys
 # (SASL, TLS and the HTTP listener only when configured; kgroupd.broker.net.server).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Coroutine, Sequence
     from typing import Any
 
@@ -20,7 +21,7 @@ class ShutdownError(Exception):
     """The broker could not stop cleanly (its last writes failed)."""
 
 
-async def serve(config: BrokerConfig) -> None:
+async def serve(config: BrokerConfig, sockets: dict[str, socket.socket] | None = None) -> None:
     import asyncio
     import signal
 
@@ -31,7 +32,7 @@ async def serve(config: BrokerConfig) -> None:
     # Before start-up, so a signal sent as soon as "listening" is logged is handled.
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server = KafkaServer(config)
+    server = KafkaServer(config, sockets)
     await server.start()
     await stop.wait()
     try:
@@ -94,6 +95,13 @@ def _main(argv: Sequence[str] | None) -> int:
         from kgroupd.broker.cli.tools import TOOLS_HELP
 
         print(TOOLS_HELP)
+        if args in (["-h"], ["--help"]):  # argparse's text, cached for the usual width
+            from kgroupd.broker.cli.help_text import cached_help
+
+            text = cached_help()
+            if text is not None:
+                sys.stdout.write(text)
+                return 0
     from kgroupd.broker.config.settings import ConfigError, load_config
 
     try:
@@ -101,18 +109,67 @@ def _main(argv: Sequence[str] | None) -> int:
     except ConfigError as exc:
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return 2
+    try:
+        sockets = listen_early(config)
+    except OSError as exc:  # what the server says when it cannot bind (ListenerBindError)
+        print(f"kgroupd: error: {exc}", file=sys.stderr)
+        return 1
     from kgroupd.broker.config.logging import configure_logging
 
     configure_logging(config.log_format, config.log_level)
     try:
-        run(serve(config))
+        run(serve(config, sockets))
     except Exception as exc:
         code = _exit_code(exc)
         if code is None:
             raise
         print(f"kgroupd: error: {exc}", file=sys.stderr)
         return code
+    finally:
+        for sock in sockets.values():
+            sock.close()  # a no-op for those the server closed
     return 0
+
+
+def listen_early(config: BrokerConfig) -> dict[str, socket.socket]:
+    """The Kafka listeners' sockets, bound and listening before the server's modules are
+    imported (and, with --data-dir, before the load): the kernel accepts connections into the
+    backlog from now on, and the broker answers them once it serves, where a client would
+    otherwise be refused and back off. Bound as asyncio binds (SO_REUSEADDR, IPv6 only on an
+    IPv6 socket); a host with several addresses ("" = every interface) is left to the server,
+    which binds one socket per address. An OSError says which listener, as the server's."""
+    import socket
+
+    out: dict[str, socket.socket] = {}
+    listener = None
+    try:
+        for listener in config.listener_list():
+            infos = socket.getaddrinfo(
+                listener.host or None,
+                listener.port,
+                type=socket.SOCK_STREAM,
+                flags=socket.AI_PASSIVE,
+            )
+            if len({info[4] for info in infos}) != 1:
+                continue
+            family, kind, proto, _name, address = infos[0]
+            sock = socket.socket(family, kind, proto)
+            out[listener.name] = sock
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+    except OSError as exc:
+        for sock in out.values():
+            sock.close()
+        name = listener.name if listener is not None else "?"
+        raise OSError(f"cannot listen on {name} {exc}") from None
+    return out
+
+
+BACKLOG = 1024  # as kgroupd.broker.net.server's (not imported yet)
 
 
 def _exit_code(exc: Exception) -> int | None:

@@ -35,6 +35,7 @@ from kgroupd.broker.storage.offsets_topic_state import OffsetsTopicState
 from kgroupd.broker.transactions import open_transactions
 
 if TYPE_CHECKING:
+    import socket
     import ssl
 
     from kgroupd.broker.http.listener import HttpListener
@@ -49,8 +50,13 @@ class ListenerBindError(OSError):
 
 
 class KafkaServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(
+        self, config: BrokerConfig, sockets: dict[str, socket.socket] | None = None
+    ) -> None:
         self.config = config
+        # Kafka listeners' sockets already listening, by listener name (kgroupd.broker.cli.main's
+        # listen_early); the others are bound here
+        self._sockets = dict(sockets or {})
         self._broker: Broker | None = None
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | Acceptor | None = None
@@ -82,7 +88,8 @@ class KafkaServer:
     async def start(self) -> None:
         """With ``--data-dir``: the HTTP listener first (``/healthz`` answers, ``/readyz``
         says not yet), then the data dir loads on a worker thread, then the Kafka listeners
-        bind. In memory there is nothing to wait for: the Kafka listeners bind first, then
+        serve (bound here, or already listening: ``sockets``, from kgroupd.broker.cli.main).
+        In memory there is nothing to wait for: the Kafka listeners serve first, then
         the HTTP listener (its modules imported on a worker thread while the loop serves
         Kafka clients). Either way ``/readyz`` answers ready once both are done."""
         loop = asyncio.get_running_loop()
@@ -182,6 +189,13 @@ class KafkaServer:
 
     async def _listen(self, listener: Listener) -> asyncio.base_events.Server | Acceptor:
         limit = self.config.max_connections
+        sock = self._sockets.pop(listener.name, None)
+        if sock is not None:
+            if limit is not None:
+                return Acceptor(sock, self._factory(listener), self.connections, limit)
+            return await asyncio.get_running_loop().create_server(
+                self._factory(listener), sock=sock, backlog=BACKLOG
+            )
         if limit is not None:
             return await Acceptor.bind(
                 listener.host, listener.port, self._factory(listener), self.connections, limit

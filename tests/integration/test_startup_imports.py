@@ -3,7 +3,7 @@ these check which modules are loaded, so a module-level import that brings back 
 start fails here (bench/bench_startup.py has the figures).
 
 - reading the flags (``kgroupd --version``, ``--help``) imports no asyncio, no HTTP, no
-  security and no broker;
+  security and no broker (``--help`` at the cached help's width not even argparse);
 - a broker in memory with default flags, once started, has not imported SASL (scramp), RE2,
   aiokafka, the compression codecs, nor the schema and handler of an API no client called;
   the HTTP listener's modules (aiohttp, prometheus-client) only with HTTP on.
@@ -50,15 +50,20 @@ def test_reading_the_flags_imports_no_asyncio_http_security_or_broker() -> None:
         "with contextlib.redirect_stdout(io.StringIO()): main(['--version'])"
     )
     assert _heavy(version, (*banned, "argparse", "typing", "kgroupd.broker.config.settings")) == []
-    # --help: argparse and every flag, still nothing of the serving path
-    help_ = _loaded(
-        "import contextlib, io\nfrom kgroupd.broker.cli.main import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-        "    main(['--help'])"
-    )
-    assert "argparse" in help_
-    assert _heavy(help_, banned) == []
-    assert not [m for m in help_ if m.startswith(("kgroupd.broker.net", "kgroupd.broker.coord"))]
+    # --help at the cached width (kgroupd.broker.cli.help_text): not even argparse; at another
+    # width argparse and every flag, still nothing of the serving path
+    for columns, parser in (("80", False), ("100", True)):
+        help_ = _loaded(
+            f"import contextlib, io, os\nos.environ['COLUMNS'] = '{columns}'\n"
+            "from kgroupd.broker.cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    main(['--help'])"
+        )
+        assert ("argparse" in help_) is parser
+        assert ("kgroupd.broker.config.settings" in help_) is parser
+        assert _heavy(help_, banned) == []
+        serving = ("kgroupd.broker.net", "kgroupd.broker.coord")
+        assert not [m for m in help_ if m.startswith(serving)]
 
 
 # Runs the broker as ``python -m kgroupd.broker`` does, and at exit logs the modules loaded.
