@@ -224,18 +224,18 @@ async def test_a_batch_over_the_limit_is_refused_on_its_size_before_its_crc(
 
 
 async def test_a_batch_of_megabytes_is_stored_and_fetched_intact() -> None:
-    """A Produce whose records pass protocol.types.VIEW_FROM is decoded as a view of its
-    frame (no copy); taken, the batch is stored whole and read back byte for byte."""
+    """A Produce whose records pass protocol.types.VIEW_FROM (8 MiB) is decoded as a view of
+    its frame (no copy); taken, the batch is stored whole and read back byte for byte."""
     async with (
-        running_server(log_level="warning", message_max_bytes=4 * MIB) as server,
+        running_server(log_level="warning", message_max_bytes=16 * MIB) as server,
         await WireClient.connect(server.port) as wire,
     ):
-        await create_topic(wire, "large", configs={"max.message.bytes": str(4 * MIB)})
-        values = [bytes([i % 256]) * 1000 + b"%d" % i for i in range(3000)]  # 3 MB, each apart
+        await create_topic(wire, "large", configs={"max.message.bytes": str(16 * MIB)})
+        values = [bytes([i % 256]) * 1000 + b"%d" % i for i in range(9000)]  # 9 MB, each apart
         batch = build_batch([(b"k%d" % i, v, []) for i, v in enumerate(values)])
         assert len(batch) > VIEW_FROM
         assert (await produce(wire, "large", batch))["base_offset"] == 0
-        got = await fetch(wire, "large", 0, max_bytes=8 * MIB, partition_max_bytes=8 * MIB)
+        got = await fetch(wire, "large", 0, max_bytes=16 * MIB, partition_max_bytes=16 * MIB)
         assert got["records"] == batch[:12] + got["records"][12:16] + batch[16:]  # but the epoch
         assert [r.value for r in iter_records(got["records"])] == values
 
