@@ -31,12 +31,14 @@ from kgroupd.protocol.types import (
     INT32,
     INT64,
     RECORDS,
+    RECORDS_VIEW,
     STRING,
     UINT16,
     UUID,
     ZERO_UUID,
     ArrayOf,
     DecodeError,
+    Frame,
     Reader,
     Type,
     Versions,
@@ -57,6 +59,7 @@ __all__ = [
     "INT64",
     "NULL",
     "RECORDS",
+    "RECORDS_VIEW",
     "STRING",
     "UINT16",
     "UNKNOWN_TAGS",
@@ -65,6 +68,7 @@ __all__ = [
     "ArrayOf",
     "DecodeError",
     "F",
+    "Frame",
     "Message",
     "VersionCodec",
     "Versions",
@@ -181,7 +185,7 @@ def _nullable_struct(inner: _StructCodec, nullable: bool) -> tuple[Reader, Write
     if not nullable:
         return inner.decode, inner.encode
 
-    def read(data: bytes, pos: int) -> tuple[Any, int]:
+    def read(data: Frame, pos: int) -> tuple[Any, int]:
         if pos >= len(data):
             raise DecodeError("struct marker runs past the end of the body")
         marker = data[pos]
@@ -205,7 +209,7 @@ def _array(
     length = length_reader(compact, nullable, "array")
     write_length = length_writer(compact, "array")
 
-    def read(data: bytes, pos: int) -> tuple[Any, int]:
+    def read(data: Frame, pos: int) -> tuple[Any, int]:
         n, pos = length(data, pos)
         if n < 0:
             return None, pos
@@ -241,7 +245,7 @@ def _make_decoder(
     absent_items = list(absent)
     tag_defaults = [(t[0], t[3]) for t in tagged.values()]
 
-    def decode(data: bytes, pos: int) -> tuple[Any, int]:
+    def decode(data: Frame, pos: int) -> tuple[Any, int]:
         out: dict[str, Any] = {}
         for name, r in readers:
             out[name], pos = r(data, pos)
@@ -348,7 +352,7 @@ class VersionCodec:
         self._decode = inner.decode
         self._encode = inner.encode
 
-    def decode(self, data: bytes, offset: int = 0, exact: bool = True) -> dict[str, Any]:
+    def decode(self, data: Frame, offset: int = 0, exact: bool = True) -> dict[str, Any]:
         """The message at ``data[offset:]``; ``exact``: bytes left after it are an error
         (requests pass False: Kafka ignores what follows a request's body, and librdkafka's
         Metadata v13 carries three such bytes)."""

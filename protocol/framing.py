@@ -8,12 +8,15 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kgroupd.protocol.codec import DecodeError
+from kgroupd.protocol.codec import DecodeError, Frame
 from kgroupd.protocol.codec import read_uvarint as _read_uvarint
 
 _INT32 = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT16 = struct.Struct(">h")
+# A frame this large read into the buffer is handed over, not copied out of it (see ``feed``):
+# a copy of 100 MB holds the event loop for tens of milliseconds.
+HAND_OVER = 1024 * 1024
 
 
 class FrameError(Exception):
@@ -59,12 +62,14 @@ class FrameDecoder:
         ``sasl.server.max.receive.size`` until it authenticates)."""
         self._max = max_frame_bytes
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes) -> list[Frame]:
         """Complete frames so far. After a bad size prefix, ``error`` is set and the frames
         that came before it are still returned; nothing after it is.
 
         Each frame's bytes are copied once: out of ``data`` when a read starts with a frame
-        (nothing buffered), else out of the buffer through a view."""
+        (nothing buffered), else out of the buffer through a view. A frame of ``HAND_OVER``
+        bytes or more that was read into the buffer is not copied at all: the buffer itself
+        becomes the frame (a bytearray), and what follows it moves to a new buffer."""
         if self.error is not None:
             return []
         buf = self._buf
@@ -72,7 +77,7 @@ class FrameDecoder:
         if buf or type(data) is not bytes:
             buf += data
             src = buf
-        frames: list[bytes] = []
+        frames: list[Frame] = []
         pos = 0
         end = len(src)
         view = memoryview(src) if src is buf else None
@@ -95,12 +100,19 @@ class FrameDecoder:
                 need = self._need
                 if end - pos < need:
                     break
+                self._need = -1
                 if view is None:
                     frames.append(data[pos : pos + need])
+                elif need >= HAND_OVER:
+                    view.release()  # the buffer is cut below
+                    frames.append(self._hand_over(pos, need))
+                    src = buf = self._buf
+                    pos, end = 0, len(buf)
+                    view = memoryview(buf)
+                    continue
                 else:
                     frames.append(view[pos : pos + need].tobytes())
                 pos += need
-                self._need = -1
         finally:
             if view is not None:
                 view.release()  # the buffer may be resized again
@@ -114,6 +126,17 @@ class FrameDecoder:
                 buf += rest[pos:]
         return frames
 
+    def _hand_over(self, pos: int, size: int) -> bytearray:
+        """The buffer as the frame at ``pos`` (``size`` bytes), what follows it in a new
+        buffer. Cutting the ends of a bytearray moves no bytes of the frame (CPython moves the
+        start of a bytearray's bytes on a deletion at the front, and shrinks its allocation in
+        place, by a little); what is copied is what came after the frame in the last read."""
+        frame = self._buf
+        self._buf = frame[pos + size :]
+        del frame[pos + size :]
+        del frame[:pos]
+        return frame
+
 
 @dataclass(slots=True)
 class RequestHeader:
@@ -124,14 +147,14 @@ class RequestHeader:
     body_offset: int
 
 
-def peek_api(frame: bytes) -> tuple[int, int, int]:
+def peek_api(frame: Frame) -> tuple[int, int, int]:
     """api_key, api_version and correlation_id: the part common to every header version."""
     if len(frame) < 8:
         raise MalformedHeader(f"frame of {len(frame)} bytes is too short for a request header")
     return _HEADER_FIXED.unpack_from(frame, 0)
 
 
-def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
+def parse_request_header(frame: Frame, flexible: bool) -> RequestHeader:
     """Decode request header v1 (``flexible`` False) or v2 (tagged fields after client id)."""
     api_key, api_version, correlation_id = peek_api(frame)
     pos = 8
@@ -163,7 +186,7 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(data: Frame, pos: int) -> tuple[int, int]:
     try:
         return _read_uvarint(data, pos)
     except DecodeError as exc:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgroupd.protocol.codec import VersionCodec
+from kgroupd.protocol.codec import Frame, VersionCodec
 from kgroupd.protocol.schemas import DEFINITIONS, SERVED
 
 API_VERSIONS_KEY = 18
@@ -37,7 +37,7 @@ class MessageSpec:
             self, "response_header_v1", flexible and self.api_key != API_VERSIONS_KEY
         )
 
-    def decode_request(self, frame: bytes, offset: int) -> dict[str, Any]:
+    def decode_request(self, frame: Frame, offset: int) -> dict[str, Any]:
         """Bytes after the body are ignored, as Kafka ignores them."""
         return self.request.decode(frame, offset, exact=False)
 
@@ -51,7 +51,7 @@ class MessageSpec:
     def encode_request(self, data: Mapping[str, Any]) -> bytes:
         return self.request.encode(data)
 
-    def decode_response(self, data: bytes, offset: int = 0) -> dict[str, Any]:
+    def decode_response(self, data: Frame, offset: int = 0) -> dict[str, Any]:
         return self.response.decode(data, offset)
 
 

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 from kgroupd.protocol.crc import crc32c
 
+# A batch or record set: bytes, or a view of a request's frame (``types.VIEW_FROM``)
+Buffer = bytes | bytearray | memoryview
+
 HEADER_SIZE = 61
 _BASE_OFFSET = struct.Struct(">q")
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -62,20 +65,20 @@ class BatchHeader:
         return bool(self.attributes & TRANSACTIONAL_BIT)
 
 
-def parse_header(data: bytes | memoryview, pos: int = 0) -> BatchHeader:
+def parse_header(data: Buffer, pos: int = 0) -> BatchHeader:
     if len(data) - pos < HEADER_SIZE:
         raise InvalidBatch(f"batch of {len(data) - pos} bytes is shorter than its header")
     f = _HEADER.unpack_from(data, pos)
     return BatchHeader(f[0], f[1] + 12, *f[2:])
 
 
-def split_batches(data: bytes) -> list[tuple[int, BatchHeader]]:
+def split_batches(data: Buffer, most: int | None = None) -> list[tuple[int, BatchHeader]]:
     """(position, header) of every batch in a record set, validating sizes and magic (the
-    counts and records are ``check_records``'s)."""
+    counts and records are ``check_records``'s); of the first ``most`` only, if given."""
     out: list[tuple[int, BatchHeader]] = []
     pos = 0
     end = len(data)
-    while pos < end:
+    while pos < end and len(out) != most:
         header = parse_header(data, pos)
         if header.magic != 2:
             raise InvalidBatch(f"record batch magic {header.magic} is not supported (need 2)")
@@ -86,7 +89,7 @@ def split_batches(data: bytes) -> list[tuple[int, BatchHeader]]:
     return out
 
 
-def check_crc(data: bytes, pos: int, header: BatchHeader) -> None:
+def check_crc(data: Buffer, pos: int, header: BatchHeader) -> None:
     actual = crc32c(memoryview(data)[pos + 21 : pos + header.length])
     if actual != header.crc:
         raise CorruptBatch(f"CRC-32C mismatch: stored {header.crc:#010x}, computed {actual:#010x}")
@@ -242,7 +245,7 @@ def build_batch(records: list[tuple[int, bytes, bytes | None, int]]) -> bytes:
     return bytes(batch)
 
 
-def _varint(data: bytes | bytearray, pos: int, most: int = 5) -> tuple[int, int]:
+def _varint(data: Buffer, pos: int, most: int = 5) -> tuple[int, int]:
     """The zigzag varint at ``pos`` as Kafka's ByteUtils reads it: at most 5 bytes (a varlong:
     10), and refused where Java would drop bits of it (a value past 32 / 64 bits)."""
     value = shift = 0
@@ -257,14 +260,14 @@ def _varint(data: bytes | bytearray, pos: int, most: int = 5) -> tuple[int, int]
     raise InvalidRecords(f"varint at {pos} is longer than {most} bytes")
 
 
-def _raw_varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
+def _raw_varint(data: Buffer, pos: int) -> tuple[int, int]:
     """``_varint`` still zigzag-encoded (a negative value is odd): the walk's slow path."""
     value, pos = _varint(data, pos)
     return (value << 1 if value >= 0 else (-value << 1) - 1), pos
 
 
 def check_records(
-    data: bytes | bytearray, pos: int, end: int, count: int, keyless: list[int] | None = None
+    data: Buffer, pos: int, end: int, count: int, keyless: list[int] | None = None
 ) -> None:
     """The ``count`` records of a batch (uncompressed: ``data[pos:end]``, its body after the
     header, or a compressed batch's body decompressed) are well formed, as Kafka's
@@ -345,7 +348,7 @@ def check_records(
         raise InvalidRecords("Incorrect declared batch size, records still remaining in file")
 
 
-def _bad_start(data: bytes | bytearray, pos: int, end: int, b: int, index: int) -> InvalidRecords:
+def _bad_start(data: Buffer, pos: int, end: int, b: int, index: int) -> InvalidRecords:
     """Why a record's length (zigzag ``b``, its body from ``pos``) or attributes are refused."""
     if b & 1 or not b or pos + (b >> 1) > end:
         return InvalidRecords(
@@ -362,7 +365,7 @@ def _unzig(b: int) -> int:
     return (b >> 1) ^ -(b & 1)
 
 
-def _headers(data: bytes | bytearray, at: int, stop: int) -> int:
+def _headers(data: Buffer, at: int, stop: int) -> int:
     """Past a record's headers (a count, then each key, never null, UTF-8, and value)."""
     count, at = _varint(data, at)
     if count < 0:

@@ -47,11 +47,14 @@ class Versions:
 
 # --- primitive readers and writers --------------------------------------------------------
 
-Reader = Callable[[bytes, int], tuple[Any, int]]
+# What a request is decoded from: a frame is bytes, or a bytearray when it was handed over
+# whole (``framing.HAND_OVER``).
+Frame = bytes | bytearray
+Reader = Callable[[Frame, int], tuple[Any, int]]
 Writer = Callable[[Any, bytearray], None]
 
 
-def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(data: Frame, pos: int) -> tuple[int, int]:
     value = 0
     shift = 0
     while True:
@@ -80,7 +83,7 @@ def _fixed(fmt: str) -> tuple[Reader, Writer, int]:
     unpack = st.unpack_from
     pack = st.pack
 
-    def read(data: bytes, pos: int) -> tuple[Any, int]:
+    def read(data: Frame, pos: int) -> tuple[Any, int]:
         end = pos + size
         if end > len(data):
             raise DecodeError(f"{fmt} runs past the end of the body")
@@ -122,7 +125,7 @@ class _Bool(_Fixed):
     def reader(self, compact: bool, nullable: bool) -> Reader:
         inner = self._read
 
-        def read(data: bytes, pos: int) -> tuple[Any, int]:
+        def read(data: Frame, pos: int) -> tuple[Any, int]:
             value, pos = inner(data, pos)
             return value != 0, pos
 
@@ -140,7 +143,7 @@ class _Uuid(Type):
     default = ZERO_UUID
 
     def reader(self, compact: bool, nullable: bool) -> Reader:
-        def read(data: bytes, pos: int) -> tuple[Any, int]:
+        def read(data: Frame, pos: int) -> tuple[Any, int]:
             end = pos + 16
             if end > len(data):
                 raise DecodeError("uuid runs past the end of the body")
@@ -161,11 +164,11 @@ _I32 = struct.Struct(">i")
 
 def length_reader(
     compact: bool, nullable: bool, what: str
-) -> Callable[[bytes, int], tuple[int, int]]:
+) -> Callable[[Frame, int], tuple[int, int]]:
     """Reads a length prefix; -1 means null (refused unless nullable)."""
     if compact:
 
-        def read_compact(data: bytes, pos: int) -> tuple[int, int]:
+        def read_compact(data: Frame, pos: int) -> tuple[int, int]:
             n, pos = read_uvarint(data, pos)
             n -= 1
             if n < 0 and not nullable:
@@ -175,7 +178,7 @@ def length_reader(
         return read_compact
     st = _I32 if what in ("bytes", "array") else _I16
 
-    def read_classic(data: bytes, pos: int) -> tuple[int, int]:
+    def read_classic(data: Frame, pos: int) -> tuple[int, int]:
         end = pos + st.size
         if end > len(data):
             raise DecodeError(f"{what} length runs past the end of the body")
@@ -211,7 +214,7 @@ class _String(Type):
     def reader(self, compact: bool, nullable: bool) -> Reader:
         length = length_reader(compact, nullable, "string")
 
-        def read(data: bytes, pos: int) -> tuple[Any, int]:
+        def read(data: Frame, pos: int) -> tuple[Any, int]:
             n, pos = length(data, pos)
             if n < 0:
                 return None, pos
@@ -250,7 +253,7 @@ class _Bytes(Type):
     def reader(self, compact: bool, nullable: bool) -> Reader:
         length = length_reader(compact, nullable, "bytes")
 
-        def read(data: bytes, pos: int) -> tuple[Any, int]:
+        def read(data: Frame, pos: int) -> tuple[Any, int]:
             n, pos = length(data, pos)
             if n < 0:
                 return None, pos
@@ -284,6 +287,35 @@ class _Bytes(Type):
         return write
 
 
+class _RecordsView(_Bytes):
+    """A request's records (Produce's): from ``VIEW_FROM`` bytes on, a read-only view of the
+    frame instead of a copy, so a 100 MB batch costs no pass over it to decode (the view keeps
+    the frame alive while it is used; whoever keeps the records copies them). Smaller ones
+    are copied as ``bytes``: the record walk indexes bytes about 10% faster than a view."""
+
+    def reader(self, compact: bool, nullable: bool) -> Reader:
+        length = length_reader(compact, nullable, "bytes")
+
+        def read(data: Frame, pos: int) -> tuple[Any, int]:
+            n, pos = length(data, pos)
+            if n < 0:
+                return None, pos
+            end = pos + n
+            if end > len(data):
+                raise DecodeError("records run past the end of the body")
+            if n >= VIEW_FROM:
+                return memoryview(data).toreadonly()[pos:end], end
+            if type(data) is bytes:
+                return data[pos:end], end
+            return memoryview(data)[pos:end].tobytes(), end  # one copy, not two
+
+        return read
+
+
+# Above what max.message.bytes lets through by default (1 MiB): a batch the log may take is
+# copied, and walked as bytes; a larger one is refused on its size unless a topic allows it.
+VIEW_FROM = 8 * 1024 * 1024
+
 INT8 = _Fixed("int8", ">b", 0)
 INT16 = _Fixed("int16", ">h", 0)
 UINT16 = _Fixed("uint16", ">H", 0)
@@ -295,6 +327,7 @@ UUID = _Uuid()
 STRING = _String()
 BYTES = _Bytes("bytes")
 RECORDS = _Bytes("records")
+RECORDS_VIEW = _RecordsView("records")  # a request's: see _RecordsView
 
 
 @dataclass(frozen=True, slots=True)

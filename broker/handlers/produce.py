@@ -85,7 +85,7 @@ def append_partition(
     ctx: RequestContext,
     topic: Topic,
     index: int,
-    data: bytes | None,
+    data: bytes | memoryview | None,
     txn_id: str | None = None,
 ) -> Fields:
     if not 0 <= index < len(topic.partitions):
@@ -93,15 +93,9 @@ def append_partition(
     log = topic.partitions[index]
     if not data:
         return _part(index, ErrorCode.INVALID_RECORD, message="empty record set")
-    limit = min(int(topic.config("max.message.bytes")), ctx.broker.config.message_max_bytes)
-    if len(data) > limit:
-        return _part(
-            index,
-            ErrorCode.MESSAGE_TOO_LARGE,
-            message=f"record batch of {len(data)} bytes is larger than {limit}",
-        )
     try:
-        batches = split_batches(data)
+        # as Kafka's ProduceRequest.validateRecords, which reads two batches at most
+        batches = split_batches(data, most=2)
     except InvalidBatch as exc:
         return _refused(ctx, topic, index, ErrorCode.CORRUPT_MESSAGE, str(exc))
     if len(batches) != 1:
@@ -112,6 +106,17 @@ def append_partition(
             "one record batch per partition",
         )
     _, header = batches[0]
+    # Kafka's order (UnifiedLog.analyzeAndValidateRecords): the base offset (validate_batch's
+    # first check), then the size, then the CRC and the records: a batch refused on its size
+    # costs no pass over its bytes.
+    limit = min(int(topic.config("max.message.bytes")), ctx.broker.config.message_max_bytes)
+    if header.length > limit and header.base_offset == 0:
+        return _part(
+            index,
+            ErrorCode.MESSAGE_TOO_LARGE,
+            message=f"The record batch size in the append to {topic.name}-{index} is "
+            f"{header.length} bytes which exceeds the maximum configured value of {limit}.",
+        )
     try:
         validate_batch(data, header, topic.name, index, topic.compacted)
     except Refused as exc:

@@ -36,6 +36,7 @@ from kgroupd.protocol.records import (
     CONTROL_BIT,
     HEADER_SIZE,
     BatchHeader,
+    Buffer,
     CorruptBatch,
     InvalidRecords,
     check_crc,
@@ -58,7 +59,7 @@ class Refused(Exception):
 
 
 def validate_batch(
-    data: bytes,
+    data: Buffer,
     header: BatchHeader,
     topic: str,
     partition: int,
@@ -137,7 +138,7 @@ def validate_batch(
         )
 
 
-def _decompress(codec: int, data: bytes, limit: int) -> bytes:
+def _decompress(codec: int, data: Buffer, limit: int) -> bytes:
     if codec not in NAMES:
         raise Refused(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
     try:

@@ -101,7 +101,7 @@ class KafkaConnection(asyncio.Protocol):
         # and since when a frame has been incomplete (--incomplete-request-timeout-ms).
         self.reader = FrameReader(server.pool, server.broker.config.max_request_bytes, self._flow)
         self.transport: asyncio.Transport | None = None
-        self.queue: deque[bytes] = deque()
+        self.queue: deque[bytes | bytearray] = deque()
         self.waiting: asyncio.Future[Any] | None = None
         # Answers that may not be sent yet, in order: (the fsync each waits for, or None
         # for an answer that only waits for those before it, framed bytes).
@@ -378,7 +378,7 @@ class KafkaConnection(asyncio.Protocol):
         self._run()
 
     def _dispatch(
-        self, frame: bytes
+        self, frame: bytes | bytearray
     ) -> bytes | Chunks | _HeldAnswer | tuple[Awaitable[Any], MessageSpec, int] | None:
         sasl = self.sasl
         if sasl is not None and sasl.raw_tokens:
@@ -419,7 +419,9 @@ class KafkaConnection(asyncio.Protocol):
         started = _clock()
         try:
             header = parse_request_header(frame, spec.flexible)
-            if entry.decoder is not None:
+            if entry.decoder is not None:  # hand-written, for small hot requests: bytes
+                if type(frame) is not bytes:
+                    frame = bytes(frame)
                 request = entry.decoder(frame, header.body_offset, version)
             else:
                 request = spec.decode_request(frame, header.body_offset)
@@ -485,10 +487,12 @@ class KafkaConnection(asyncio.Protocol):
             body = spec.encode_error(ErrorCode.UNKNOWN_SERVER_ERROR)
         return encode_response(corr, body, spec.response_header_v1)
 
-    def _raw_token(self, sasl: SaslSession, frame: bytes) -> bytes:
+    def _raw_token(self, sasl: SaslSession, frame: bytes | bytearray) -> bytes:
         """After SaslHandshake v0 the tokens come as bare size-prefixed frames and go back
         the same way; a failed exchange just closes the connection, as Kafka does."""
-        answer = sasl.authenticate(frame)
+        # a frame before authentication: bytes (no copy), or bytearray only if
+        # --sasl-server-max-receive-size allows frames of framing.HAND_OVER
+        answer = sasl.authenticate(bytes(frame))
         if answer.error is not ErrorCode.NONE:
             self.log.warning(
                 "sasl_authentication_failed", mechanism=sasl.mechanism, reason=answer.message

@@ -133,7 +133,7 @@ class FrameReader:
         self._paused_at = 0.0
         self._resume = resume  # called when the pool admits us again: read on
 
-    def feed(self, data: bytes, now: float) -> list[bytes]:
+    def feed(self, data: bytes, now: float) -> list[bytes | bytearray]:
         decoder = self.decoder
         frames = decoder.feed(data)
         for frame in frames:
@@ -145,7 +145,7 @@ class FrameReader:
             self.partial_since = None
         return frames
 
-    def taken(self, frame: bytes) -> None:
+    def taken(self, frame: bytes | bytearray) -> None:
         """A queued frame is being handled: its bytes leave the pool at the next claim."""
         self.queued -= len(frame)
 

@@ -8,7 +8,7 @@ from kgroupd.protocol.codec import (
     INT32,
     INT64,
     NULL,
-    RECORDS,
+    RECORDS_VIEW,
     STRING,
     UUID,
     F,
@@ -33,7 +33,7 @@ PRODUCE_REQUEST = Message(
                     "partition_data",
                     [
                         F("index", INT32),
-                        F("records", RECORDS, nullable="0+"),
+                        F("records", RECORDS_VIEW, nullable="0+"),
                     ],
                 ),
             ],

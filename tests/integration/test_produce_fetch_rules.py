@@ -16,8 +16,10 @@ import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
 from kgroupd.broker.net.server import KafkaServer
+from kgroupd.broker.testing import running_server
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.records import parse_header, with_base_offset
+from kgroupd.protocol.types import VIEW_FROM
 from tests.support.kafka_wire import (
     WireClient,
     build_batch,
@@ -34,6 +36,7 @@ PRODUCE_V = 8
 FETCH_V = 11
 LIST_OFFSETS_V = 5
 DEFAULT_MESSAGE_MAX_BYTES = 1048588
+MIB = 1024 * 1024
 
 
 @pytest_asyncio.fixture
@@ -192,6 +195,49 @@ async def test_batch_over_the_size_limits_is_message_too_large(wire: WireClient)
     got = await produce(wire, "default-limit", huge)
     assert got["error_code"] == ErrorCode.MESSAGE_TOO_LARGE
     assert await latest_offset(wire, "default-limit") == 0
+
+
+async def test_a_batch_over_the_limit_is_refused_on_its_size_before_its_crc(
+    wire: WireClient,
+) -> None:
+    """Kafka's order (UnifiedLog.analyzeAndValidateRecords): the base offset, then the size,
+    then the CRC. A batch over max.message.bytes whose CRC is wrong is MESSAGE_TOO_LARGE:
+    refused without a pass over its bytes (a 100 MB one as cheaply as this one)."""
+    batch = bytearray(build_batch([(b"k", b"x" * 2000, [])]))
+    await create_topic(wire, "order", configs={"max.message.bytes": str(len(batch) - 1)})
+    batch[-1] ^= 0x01  # the CRC no longer matches
+    got = await produce(wire, "order", bytes(batch))
+    assert got["error_code"] == ErrorCode.MESSAGE_TOO_LARGE, got
+    assert got["error_message"] == (
+        f"The record batch size in the append to order-0 is {len(batch)} bytes which exceeds "
+        f"the maximum configured value of {len(batch) - 1}."
+    )
+    # a base offset other than 0 is refused before the size, as in Kafka
+    moved = with_base_offset(batch, 5)
+    assert (await produce(wire, "order", bytes(moved)))["error_code"] == ErrorCode.INVALID_RECORD
+    # two batches: Kafka's ProduceRequest refuses them before the log looks at any size
+    small = build_batch(records(0, 1))
+    await create_topic(wire, "two", configs={"max.message.bytes": str(len(small) + 1)})
+    got = await produce(wire, "two", small + small)
+    assert got["error_code"] == ErrorCode.INVALID_RECORD, got
+    assert await latest_offset(wire, "order") == await latest_offset(wire, "two") == 0
+
+
+async def test_a_batch_of_megabytes_is_stored_and_fetched_intact() -> None:
+    """A Produce whose records pass protocol.types.VIEW_FROM (8 MiB) is decoded as a view of
+    its frame (no copy); taken, the batch is stored whole and read back byte for byte."""
+    async with (
+        running_server(log_level="warning", message_max_bytes=16 * MIB) as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        await create_topic(wire, "large", configs={"max.message.bytes": str(16 * MIB)})
+        values = [bytes([i % 256]) * 1000 + b"%d" % i for i in range(9000)]  # 9 MB, each apart
+        batch = build_batch([(b"k%d" % i, v, []) for i, v in enumerate(values)])
+        assert len(batch) > VIEW_FROM
+        assert (await produce(wire, "large", batch))["base_offset"] == 0
+        got = await fetch(wire, "large", 0, max_bytes=16 * MIB, partition_max_bytes=16 * MIB)
+        assert got["records"] == batch[:12] + got["records"][12:16] + batch[16:]  # but the epoch
+        assert [r.value for r in iter_records(got["records"])] == values
 
 
 async def test_unknown_partition_or_topic(wire: WireClient) -> None:

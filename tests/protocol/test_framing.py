@@ -1,8 +1,10 @@
 import struct
+import tracemalloc
 
 import pytest
 
 from kgroupd.protocol.framing import (
+    HAND_OVER,
     FrameDecoder,
     FrameError,
     FrameTooLarge,
@@ -11,6 +13,8 @@ from kgroupd.protocol.framing import (
     parse_request_header,
     peek_api,
 )
+from kgroupd.protocol.messages import lookup
+from kgroupd.protocol.types import VIEW_FROM
 
 
 def frame(body: bytes) -> bytes:
@@ -93,3 +97,49 @@ def test_peek_api_reads_the_common_prefix() -> None:
 def test_response_headers() -> None:
     assert encode_response(9, b"xy", header_v1=False) == struct.pack(">ii", 6, 9) + b"xy"
     assert encode_response(9, b"xy", header_v1=True) == struct.pack(">ii", 7, 9) + b"\x00xy"
+
+
+def test_a_large_frame_read_in_pieces_is_the_buffer_itself_not_a_copy() -> None:
+    """A frame of HAND_OVER bytes or more comes out as the bytes it was read into: the last
+    read allocates about what it brings, not the frame's size again (a 100 MB copy would
+    hold the event loop); the frames after it in that read come out whole."""
+    body = bytes(range(256)) * (HAND_OVER // 256 + 100)
+    data = frame(body) + frame(b"next") + frame(b"after")
+    dec = FrameDecoder(len(body))
+    split = len(frame(body)) - 1000
+    for at in range(0, split, 65536):
+        assert dec.feed(data[at : min(at + 65536, split)]) == []
+    last = data[split:-3]  # the end of the large frame, "next", and "after" but its last bytes
+    tracemalloc.start()
+    try:
+        big, small = dec.feed(last)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024, peak
+    assert type(big) is bytearray and big == body
+    assert small == b"next"
+    assert dec.feed(data[-3:]) == [b"after"]
+    assert dec.buffered == 0
+
+
+def test_large_records_of_a_produce_request_are_a_view_of_its_frame() -> None:
+    """The records field of a Produce request from VIEW_FROM bytes on: a read-only view of
+    the frame (no copy); below it, bytes."""
+    spec = lookup(0, 9)
+    assert spec is not None
+    for size, kind in ((VIEW_FROM, memoryview), (VIEW_FROM - 1, bytes)):
+        records = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        body = spec.encode_request(
+            {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout_ms": 1000,
+                "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+            }
+        )
+        req = spec.decode_request(bytearray(body), 0)
+        got = req["topic_data"][0]["partition_data"][0]["records"]
+        assert type(got) is kind and got == records
+        if kind is memoryview:
+            assert got.readonly and got.obj is not None and len(got.obj) == len(body)
