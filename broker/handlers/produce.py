@@ -200,7 +200,7 @@ def append_partition(
 
 
 def _timestamps_refused(
-    topic: Topic, index: int, data: bytes, header: BatchHeader
+    topic: Topic, index: int, data: bytes | memoryview, header: BatchHeader
 ) -> Fields | None:
     """INVALID_TIMESTAMP for records outside the topic's message.timestamp.before.max.ms /
     after.max.ms (KIP-937, ``kgroupd.broker.log.timestamps``), each named."""

@@ -38,7 +38,7 @@ _NORMAL = 2**62  # timestamps and bounds below this never wrap Java's long arith
 
 
 def timestamp_errors(
-    topic: Topic, data: bytes, header: BatchHeader, now: int
+    topic: Topic, data: bytes | memoryview, header: BatchHeader, now: int
 ) -> list[tuple[int, str]] | None:
     """(record index, message) for each refused record; None if the batch may be appended.
     ``InvalidBatch`` if its records must be read and cannot be."""
@@ -71,7 +71,7 @@ def timestamp_errors(
     if header.attributes & COMPRESSION_MASK:
         found = expand(data, header, EXPANDED_LIMIT)[1]
     else:
-        found = records(data)
+        found = records(bytes(data))  # a view of a large frame: copied only here
     errors = []
     for i, (_attrs, ts_delta, offset_delta, *_rest) in enumerate(found):
         ts = _long(first + ts_delta)
