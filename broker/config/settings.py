@@ -127,6 +127,8 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     snapshot_log_bytes: int = 64 * 1024 * 1024
     log_cache_bytes: int = storage_options.DEFAULT_LOG_CACHE_BYTES  # with --data-dir
     log_index_interval_bytes: int | None = None  # Kafka: log.index.interval.bytes; None: 4096
+    log_roll_ms: int | None = None  # Kafka: log.roll.ms; None: log_roll_hours
+    log_roll_hours: int = 168  # Kafka: log.roll.hours
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
     # the HTTP listener and metrics (kgroupd.broker.config.http)
     http: bool = True

@@ -66,6 +66,20 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "4096): bytes of log between two entries of a segment's sparse offset and time index",
     ),
     (
+        "--log-roll-ms",
+        "log_roll_ms",
+        at_least_one,
+        "the default segment.ms of topics (Kafka: log.roll.ms; unset: --log-roll-hours): a "
+        "segment rolls at the first append this long after its first batch",
+    ),
+    (
+        "--log-roll-hours",
+        "log_roll_hours",
+        at_least_one,
+        "the default segment.ms of topics in hours, when --log-roll-ms is unset (Kafka: "
+        "log.roll.hours)",
+    ),
+    (
         "--max-memory-bytes",
         "max_memory_bytes",
         at_least_one,

@@ -368,7 +368,7 @@ def _described_topic(ctx: RequestContext, name: str) -> Topic | None:
 
 def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
     c = ctx.broker.config
-    return {
+    out = {
         "broker.id": (str(c.node_id), _TYPE_INT),
         "node.id": (str(c.node_id), _TYPE_INT),
         "num.partitions": (str(c.default_partitions), _TYPE_INT),
@@ -392,7 +392,11 @@ def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
             else str(c.log_index_interval_bytes),
             _TYPE_INT,
         ),
+        "log.roll.hours": (str(c.log_roll_hours), _TYPE_INT),
     }
+    if c.log_roll_ms is not None:
+        out["log.roll.ms"] = (str(c.log_roll_ms), _TYPE_LONG)
+    return out
 
 
 def _entry(name: str, value: str, source: int, typ: int) -> Fields:
@@ -439,11 +443,14 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
                     f"Unexpected broker id, expected {ctx.broker.node_id} but received {rname}"
                 )
             else:
+                bc = ctx.broker.config
                 unset = (
                     set()
-                    if ctx.broker.config.log_index_interval_bytes is not None
+                    if bc.log_index_interval_bytes is not None
                     else {"log.index.interval.bytes"}
                 )
+                if bc.log_roll_hours == 168:
+                    unset.add("log.roll.hours")
                 for key, (value, typ) in _broker_configs(ctx).items():
                     source = _SOURCE_DEFAULT if key in unset else _SOURCE_STATIC_BROKER
                     entries.append(_entry(key, value, source, typ))

@@ -13,8 +13,9 @@ The cleanable range starts at the log start and ends before the first of: the ac
 segment, the last stable offset (an open transaction's records are never cleaned), a record
 newer than ``min.compaction.lag.ms``. Under --data-dir the range is whole closed segment
 files, merged as Kafka groups them (``kgroupd.broker.storage.segment_cleaner``). In memory there are
-no files: the newest batches that fit in ``segment.bytes`` (at least the newest batch) are the
-active segment, everything older is closed; ``min.compaction.lag.ms`` is checked per batch.
+no files: the newest batches that fit in ``segment.bytes`` and were appended within
+``segment.ms`` of the newest (at least the newest batch) are the active segment, everything
+older is closed; ``min.compaction.lag.ms`` is checked per batch.
 
 Reading, compacting and writing run on the cleaner's own thread (at most
 ``--log-cleaner-io-max-bytes-per-second`` read plus written); putting the result in place runs
@@ -121,7 +122,8 @@ class LogCleaner:
             )
             work: object = rng
         else:
-            batches = _memory_range(plog, int(topic.config("segment.bytes")), lso, lag_ms, now)
+            seg_bytes, seg_ms = int(topic.config("segment.bytes")), int(topic.config("segment.ms"))
+            batches = _memory_range(plog, seg_bytes, seg_ms, lso, lag_ms, now)
             if not batches:
                 return None
             end = batches[-1].last_offset + 1
@@ -263,14 +265,20 @@ class LogCleaner:
 
 
 def _memory_range(
-    plog: PartitionLog, segment_bytes: int, lso: int, lag_ms: int, now: int
+    plog: PartitionLog, segment_bytes: int, segment_ms: int, lso: int, lag_ms: int, now: int
 ) -> list[StoredBatch]:
-    """The closed batches in memory: all but the newest ``segment.bytes`` (at least one),
-    from the first, up to the last stable offset and ``min.compaction.lag.ms``."""
+    """The closed batches in memory: all but the newest ``segment.bytes`` appended within
+    ``segment.ms`` of the newest (at least one), from the first, up to the last stable offset
+    and ``min.compaction.lag.ms``."""
     batches = plog.batches
     active = len(batches) - 1
     size = len(batches[-1].data) if batches else 0
-    while active > 0 and size + len(batches[active - 1].data) <= segment_bytes:
+    since = batches[-1].append_time_ms - segment_ms if batches else 0
+    while (
+        active > 0
+        and size + len(batches[active - 1].data) <= segment_bytes
+        and batches[active - 1].append_time_ms >= since
+    ):
         active -= 1
         size += len(batches[active].data)
     out = []

@@ -252,6 +252,8 @@ class TopicStore(Protocol):
 
     def set_index_interval(self, name: str, index_interval: int) -> None: ...
 
+    def set_roll_ms(self, name: str, segment_ms: int, jitter_ms: int) -> None: ...
+
 
 class TopicManager:
     def __init__(self) -> None:
@@ -355,6 +357,7 @@ class TopicManager:
         if self.store is not None:
             for log in topic.partitions:
                 self.store.attach(log, *_segment_configs(topic))
+            self.store.set_roll_ms(topic.name, *roll_configs(topic))
             self.store.save_topics(self)
         return topic
 
@@ -382,6 +385,7 @@ class TopicManager:
         if self.store is not None:
             for log in topic.partitions[before:]:
                 self.store.attach(log, *_segment_configs(topic))
+            self.store.set_roll_ms(topic.name, *roll_configs(topic))
             self.store.save_topics(self)
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
@@ -394,6 +398,7 @@ class TopicManager:
             segment_bytes, index_interval = _segment_configs(topic)
             self.store.set_segment_bytes(name, segment_bytes)
             self.store.set_index_interval(name, index_interval)
+            self.store.set_roll_ms(name, *roll_configs(topic))
             self.store.save_topics(self)
 
     def apply_retention(self, now_ms: int, only: str | None = None) -> int:
@@ -412,3 +417,8 @@ class TopicManager:
 def _segment_configs(topic: Topic) -> tuple[int, int]:
     """segment.bytes and index.interval.bytes, as the segment files take them."""
     return int(topic.config("segment.bytes")), int(topic.config("index.interval.bytes"))
+
+
+def roll_configs(topic: Topic) -> tuple[int, int]:
+    """segment.ms and segment.jitter.ms: when a segment rolls by time."""
+    return int(topic.config("segment.ms")), int(topic.config("segment.jitter.ms"))

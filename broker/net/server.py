@@ -373,6 +373,10 @@ def open_broker(
     topics = TopicManager()
     if config.log_index_interval_bytes is not None:
         topics.defaults["index.interval.bytes"] = str(config.log_index_interval_bytes)
+    if config.log_roll_ms is not None:
+        topics.defaults["segment.ms"] = str(config.log_roll_ms)
+    elif config.log_roll_hours != 168:
+        topics.defaults["segment.ms"] = str(config.log_roll_hours * 3_600_000)
     producers = ProducerStateManager()
     if config.data_dir is None:
         topics.budget = MemoryBudget(config.max_memory_bytes or default_max_memory_bytes())

@@ -10,6 +10,7 @@ import asyncio
 import bisect
 import contextlib
 import os
+import random
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kgroupd.broker.log.partition import ReadWouldBlock
+from kgroupd.broker.log.partition import ReadWouldBlock, now_ms
 from kgroupd.broker.storage.fileio import write_all
 from kgroupd.broker.storage.fsync import FsyncWorker
 from kgroupd.broker.storage.segment import (
@@ -152,14 +153,27 @@ class PartitionStore:
     # Start-up: the producer state found (taken by ProducerStateManager.restore_from).
     loaded_producers: list[ProducerEntry] = field(default_factory=list)
     since_checkpoint: int = 0
+    # segment.ms and segment.jitter.ms of the topic (TopicStore.set_roll_ms)
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    # The active segment's roll clock (Kafka's LogSegment): its first batch's max timestamp
+    # (-1: none seen since this process opened it), when it was opened, its jitter.
+    first_ts: int = -1
+    created_ms: int = field(default_factory=now_ms)
+    roll_jitter_ms: int = 0
 
     @property
     def size(self) -> int:
         return sum(seg.size for seg in self.segments)
 
     def append(self, batch: bytes, base_offset: int, last_offset: int) -> None:
+        max_ts = peek(batch, 0)[3]
         if not self.segments or (
-            self.segments[-1].size > 0 and self.segments[-1].size + len(batch) > self.segment_bytes
+            self.segments[-1].size > 0
+            and (
+                self.segments[-1].size + len(batch) > self.segment_bytes
+                or self._waited(max_ts) > self.segment_ms - self.roll_jitter_ms
+            )
         ):
             self._roll(base_offset)
         elif self.since_checkpoint >= CHECKPOINT_BYTES:
@@ -174,10 +188,22 @@ class PartitionStore:
             raise
         _base, length, _last, max_ts, crc = peek(batch, 0)
         seg.on_batch(seg.size, length, base_offset, last_offset, max_ts, crc)
+        if self.first_ts < 0:
+            self.first_ts = max_ts
         self.since_checkpoint += length
         self.worker.dirty(self.fd)
 
+    def _waited(self, max_ts: int) -> int:
+        """Kafka's LogSegment.timeWaitedForRoll: the new batch's timestamp past the first
+        batch's, or (no timestamp) the time since the segment was opened."""
+        if self.first_ts >= 0 and max_ts >= 0:
+            return max_ts - self.first_ts
+        return now_ms() - self.created_ms
+
     def _roll(self, base_offset: int) -> None:
+        self.first_ts, self.created_ms = -1, now_ms()
+        jitter = self.segment_jitter_ms
+        self.roll_jitter_ms = random.randrange(min(jitter, self.segment_ms)) if jitter else 0
         if self.fd >= 0:
             self.checkpoint()  # the index file of the segment it leaves, final
             self.worker.retire(self.fd)  # fsynced (before any waiter is answered), then closed

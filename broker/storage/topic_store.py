@@ -105,6 +105,13 @@ class TopicStore:
             if topic == name:
                 store.segment_bytes = segment_bytes
 
+    def set_roll_ms(self, name: str, segment_ms: int, jitter_ms: int) -> None:
+        """segment.ms and segment.jitter.ms (new or altered): each partition's next append
+        checks them; the jitter is drawn at the next roll."""
+        for (topic, _), store in self.partitions.items():
+            if topic == name:
+                store.segment_ms, store.segment_jitter_ms = segment_ms, jitter_ms
+
     def set_index_interval(self, name: str, index_interval: int) -> None:
         """An altered index.interval.bytes: each partition's next segment follows it."""
         for (topic, _), store in self.partitions.items():
@@ -140,6 +147,9 @@ class TopicStore:
                 loaded = load_partition(plog, store, self.recover)
                 self.batches_read += loaded.batches_read
                 self.bytes_read += loaded.bytes_read
+            self.set_roll_ms(
+                name, int(topic.config("segment.ms")), int(topic.config("segment.jitter.ms"))
+            )
         log.info(
             "topic_data_loaded",
             partitions=len(self.partitions),

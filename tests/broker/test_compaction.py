@@ -27,6 +27,7 @@ from kgroupd.protocol.records import (
 from tests.support.kafka_wire import iter_records
 
 NOW = 1_700_000_000_000
+WEEK_MS = 604_800_000
 
 
 def batch(base: int, recs: list[tuple[int, bytes | None, bytes | None]], **kw: int) -> bytes:
@@ -166,12 +167,26 @@ def test_in_memory_the_newest_segment_bytes_are_the_active_segment() -> None:
     for i in range(10):
         append(log, build_batch([(0, b"k", b"v" * 100, NOW + i)]), NOW)
     size = len(log.batches[0].data)
-    closed = _memory_range(log, 3 * size, log.high_watermark, 0, NOW + 100)
+    closed = _memory_range(log, 3 * size, WEEK_MS, log.high_watermark, 0, NOW + 100)
     assert [b.base_offset for b in closed] == list(range(7))  # the newest 3 are active
-    assert len(_memory_range(log, 1, log.high_watermark, 0, NOW + 100)) == 9  # at least one
+    assert (
+        len(_memory_range(log, 1, WEEK_MS, log.high_watermark, 0, NOW + 100)) == 9
+    )  # at least one
     # not past the last stable offset, nor records newer than min.compaction.lag.ms
-    assert len(_memory_range(log, 1, 4, 0, NOW + 100)) == 4
-    assert len(_memory_range(log, 1, 99, 95, NOW + 100)) == 6
+    assert len(_memory_range(log, 1, WEEK_MS, 4, 0, NOW + 100)) == 4
+    assert len(_memory_range(log, 1, WEEK_MS, 99, 95, NOW + 100)) == 6
+
+
+def test_memory_range_rolls_by_segment_ms() -> None:
+    """segment.ms: batches appended more than segment.ms before the newest are closed,
+    though segment.bytes is far from full."""
+    log = PartitionLog("t", 0)
+    for i in range(5):
+        append(log, build_batch([(0, b"k", b"v", NOW + i)]), NOW + i * 100)
+    hw = log.high_watermark
+    assert _memory_range(log, 1 << 30, WEEK_MS, hw, 0, NOW + 1000) == []
+    closed = _memory_range(log, 1 << 30, 200, hw, 0, NOW + 1000)
+    assert [b.base_offset for b in closed] == [0, 1]  # appended at NOW+200.. are active
 
 
 async def test_a_partition_is_cleaned_once_its_dirty_ratio_reaches_the_minimum() -> None:
