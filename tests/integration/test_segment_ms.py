@@ -17,6 +17,7 @@ from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.records import build_batch
 from tests.integration.test_compaction import wait_for
+from tests.integration.test_index_interval import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, describe
 from tests.support.kafka_wire import (
     WireClient,
     create_topic,
@@ -146,10 +147,29 @@ def test_the_broker_default_is_log_roll_ms_or_log_roll_hours() -> None:
 
 
 async def test_log_roll_ms_is_the_default_segment_ms(tmp_path: Path) -> None:
-    async with running_server(**settings(tmp_path, True), log_roll_ms=SEGMENT_MS) as server:
-        async with await WireClient.connect(server.port) as wire:
-            await create_topic(wire, TOPIC, 1, {})
-            await produce(wire, [(b"a", b"1")])
-            await after_segment_ms()
-            assert await produce(wire, [(b"b", b"2")]) == 1
+    async with (
+        running_server(**settings(tmp_path, True), log_roll_ms=SEGMENT_MS) as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        await create_topic(wire, TOPIC, 1, {})
+        await produce(wire, [(b"a", b"1")])
+        await after_segment_ms()
+        assert await produce(wire, [(b"b", b"2")]) == 1
         assert len(list((tmp_path / "topics" / f"{TOPIC}-0").glob("*.log"))) == 2
+        topic = (await describe(wire, 2, TOPIC))["segment.ms"]
+        assert (topic["value"], topic["config_source"]) == (str(SEGMENT_MS), STATIC_BROKER_CONFIG)
+        broker = await describe(wire, 4, "0")
+        ms = broker["log.roll.ms"]
+        assert (ms["value"], ms["config_source"]) == (str(SEGMENT_MS), STATIC_BROKER_CONFIG)
+
+
+async def test_describe_configs_shows_kafkas_roll_defaults(tmp_path: Path) -> None:
+    async with (
+        running_server(**settings(tmp_path, False)) as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        await create_topic(wire, TOPIC, 1, {})
+        topic = (await describe(wire, 2, TOPIC))["segment.ms"]
+        assert (topic["value"], topic["config_source"]) == ("604800000", DEFAULT_CONFIG)
+        hours = (await describe(wire, 4, "0"))["log.roll.hours"]
+        assert (hours["value"], hours["config_source"]) == ("168", DEFAULT_CONFIG)
