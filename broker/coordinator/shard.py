@@ -82,6 +82,8 @@ class CoordinatorShard(MembershipOps, OffsetOps, TxnOffsetOps, MigrationOps):
         for consumer in self.consumer_groups.values():
             # the topics subscribed (by name or regex) resolve against today's topics
             consumer.subscription_metadata = self._metadata(consumer)
+            if consumer.regexes_in_use(None, None):
+                self._schedule_regex_resolution(consumer, 0)
             for consumer_member in consumer.members.values():
                 self._schedule_timers(consumer, consumer_member)
         self._schedule_retention()

@@ -172,7 +172,10 @@ class LoopTimers:
         offset = self._offset_s
         due = self._loop.time() + offset + max(delay_ms, 0) / 1000.0
         entry = self._live.get(key)
-        if entry is not None and entry.handle.when() + offset <= due:
+        # uvloop arms a deadline already due with call_soon: a Handle without ``when``,
+        # that fires at once (no later than any new deadline)
+        when = getattr(entry.handle, "when", None) if entry is not None else None
+        if entry is not None and (when is None or when() + offset <= due):
             entry.due = due
             entry.op = op
             return

@@ -19,6 +19,7 @@ from kgroupd.broker.coordinator import (
     OffsetCommitTopic,
     OffsetFetch,
 )
+from kgroupd.broker.coordinator.consumer.ops import REGEX_REFRESH_INTERVAL_MS
 from kgroupd.protocol.errors import ErrorCode
 
 SESSION, HEARTBEAT, REBALANCE = 1000, 100, 2000
@@ -169,13 +170,65 @@ def test_leaving_and_a_static_member_that_comes_back_keeps_its_partitions(h: Har
 
 def test_regex_subscriptions_follow_topics(h: Harness) -> None:
     r = h.hb("a", 0, subscribed_topic_names=None, subscribed_topic_regex="t|u.*")
-    assert parts(h.owned(r)) == {0, 1, 2, 3}
+    assert h.owned(r) == ()  # the regex is resolved after the answer
+    h.timers.advance(0)
+    r = h.hb("a", r.member_epoch)
+    assert r.member_epoch == 2 and parts(h.owned(r)) == {0, 1, 2, 3}
     new = h.topics.create("u1", 2)
     h.topics.create("x", 2)
     h.shard.on_topics_changed()
+    h.timers.advance(0)
     r = h.hb("a", r.member_epoch)
-    assert r.member_epoch == 2 and r.assignment is not None
+    assert r.member_epoch == 3 and r.assignment is not None
     assert {t for t, _ in r.assignment} == {TOPIC, new}
+
+
+def test_a_new_regex_is_resolved_after_the_heartbeat_that_brings_it(h: Harness) -> None:
+    """librdkafka 0045: a regex plus a literal topic; the first answer holds only the literal
+    topic's partitions, the regex's topics come on a later heartbeat once it is resolved."""
+    r1 = h.topics.create("r1", 2)
+    r2 = h.topics.create("r2", 2)
+    r = h.hb("a", 0, subscribed_topic_names=("t",), subscribed_topic_regex="r.*")
+    assert r.member_epoch == 1 and {t for t, _ in h.owned(r)} == {TOPIC}
+    group = h.shard.consumer_groups["g"]
+    assert group.resolved_regexes == {}
+    r = h.hb("a", r.member_epoch)  # before the resolution op: nothing new
+    assert r.member_epoch == 1 and r.assignment is None
+    h.timers.advance(0)  # the resolution op runs and bumps the group epoch
+    assert group.resolved_regexes == {"r.*": ("r1", "r2")}
+    assert group.group_epoch == 2
+    r = h.hb("a", r.member_epoch)
+    assert r.member_epoch == 2
+    assert {t for t, _ in h.owned(r)} == {TOPIC, r1, r2} and len(parts(h.owned(r))) == 4
+
+
+def test_a_regex_nobody_subscribes_to_is_dropped(h: Harness) -> None:
+    r1 = h.topics.create("r1", 2)
+    r = h.hb("a", 0, subscribed_topic_names=(), subscribed_topic_regex="r.*")
+    h.timers.advance(0)
+    r = h.hb("a", r.member_epoch)
+    assert {t for t, _ in h.owned(r)} == {r1}
+    group = h.shard.consumer_groups["g"]
+    assert group.resolved_regexes == {"r.*": ("r1",)}
+    r = h.hb("a", r.member_epoch, subscribed_topic_names=("t",), subscribed_topic_regex="")
+    assert group.resolved_regexes == {}
+    assert not h.shard.timers_scheduled("consumer-regex/g")
+    assert set(group.target["a"]) == {TOPIC}
+
+
+def test_resolved_regexes_are_refreshed_on_the_refresh_interval(h: Harness) -> None:
+    r = h.hb("a", 0, subscribed_topic_names=(), subscribed_topic_regex="r.*")
+    h.timers.advance(0)
+    group = h.shard.consumer_groups["g"]
+    assert group.resolved_regexes == {"r.*": ()}
+    h.topics.create("r1", 2)  # nobody is told: only the periodic refresh finds it
+    for _ in range(REGEX_REFRESH_INTERVAL_MS // HEARTBEAT - 1):
+        h.timers.advance(HEARTBEAT)
+        assert h.hb("a", r.member_epoch).error is ErrorCode.NONE
+    assert group.resolved_regexes == {"r.*": ()}
+    h.timers.advance(HEARTBEAT)
+    assert group.resolved_regexes == {"r.*": ("r1",)}
+    assert group.group_epoch == r.member_epoch + 1
 
 
 def test_commits_and_fetches_are_checked_by_member_epoch(h: Harness) -> None:
@@ -254,8 +307,12 @@ def test_replaying_what_a_live_group_emitted_rebuilds_it() -> None:
     h.hb("b", 2)
     h.hb("s1", 0, instance_id="i")
     h.hb("s1", -2, instance_id="i")  # a static member away for now
-    h.hb("c", 0)
-    h.hb("c", -1)  # and one that left
+    h.hb("c", 0, subscribed_topic_names=(), subscribed_topic_regex="x.*")
+    ra = live.consumer_groups["g"].members["a"]
+    h.hb("a", ra.member_epoch, subscribed_topic_regex="t|y")
+    timers.advance(0)  # both regexes resolved (records)
+    h.hb("c", -1)  # and one that left: its regex is dropped (a tombstone)
+    assert live.consumer_groups["g"].resolved_regexes == {"t|y": ("t",)}
 
     loaded = CoordinatorShard(0, CONFIG, ManualTimers(), loaded=False)
     loaded.topics_view = topics

@@ -141,6 +141,29 @@ async def test_loop_timers_earlier_deadline_rearms() -> None:
     assert await asyncio.wait_for(done, 5) == "early"
 
 
+def test_loop_timers_reschedule_a_due_key_on_uvloop() -> None:
+    """uvloop arms a deadline already due with call_soon (a Handle without ``when``):
+    scheduling the same key again must still replace its op (a regex resolution at delay 0
+    asked for twice)."""
+    import uvloop
+
+    async def run() -> list[str]:
+        loop = asyncio.get_running_loop()
+        timers = LoopTimers(loop)
+        fired: list[str] = []
+        done: asyncio.Future[None] = loop.create_future()
+        timers.schedule("k", 0, lambda: fired.append("old"))
+        timers.schedule("k", 0, lambda: (fired.append("new"), done.set_result(None)))
+        await asyncio.wait_for(done, 5)
+        return fired
+
+    loop = uvloop.new_event_loop()
+    try:
+        assert loop.run_until_complete(run()) == ["new"]
+    finally:
+        loop.close()
+
+
 async def test_loop_timers_stale_fire_is_dropped() -> None:
     loop = asyncio.get_running_loop()
     timers = LoopTimers(loop)

@@ -303,3 +303,57 @@ async def test_a_regex_subscription_picks_up_a_new_topic_and_describe_shows_the_
         assert missing["error_code"] == 69  # GROUP_ID_NOT_FOUND
     finally:
         await asyncio.to_thread(member.close)
+
+
+def resubscribe_with_regex(bootstrap: str, regex: str, literal: str) -> list[set[tuple[str, int]]]:
+    """librdkafka's 0045 ``do_test_resubscribe_with_regex``, on one thread: the regex alone,
+    then unsubscribe, then the regex plus a literal topic. Returns the assignments handed to
+    ``on_assign`` after the resubscription, in order."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "rx45-g",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    owned: set[tuple[str, int]] = set()
+    given: list[set[tuple[str, int]]] = []
+
+    def on_assign(_c: Any, parts: list[TopicPartition]) -> None:
+        got = {(tp.topic, tp.partition) for tp in parts}
+        owned.update(got)
+        given.append(got)
+
+    def on_revoke(_c: Any, parts: list[TopicPartition]) -> None:
+        owned.difference_update((tp.topic, tp.partition) for tp in parts)
+
+    def poll_until(check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {given}")
+            consumer.poll(0.1)
+
+    try:
+        consumer.subscribe([regex], on_assign=on_assign, on_revoke=on_revoke)
+        poll_until(lambda: len(owned) == 8, "the regex's 8 partitions")
+        consumer.unsubscribe()
+        poll_until(lambda: not owned, "everything revoked")
+        given.clear()
+        consumer.subscribe([regex, literal], on_assign=on_assign, on_revoke=on_revoke)
+        poll_until(lambda: len(owned) == 10, "all 10 partitions")
+        return given
+    finally:
+        consumer.close()
+
+
+async def test_a_new_regex_is_resolved_after_the_first_assignment(server: KafkaServer) -> None:
+    """KIP-848 resolves a newly subscribed regex in the background: the heartbeat that brings
+    it is answered with the literal topic's partitions only; the regex's come later."""
+    bootstrap = f"127.0.0.1:{server.port}"
+    await asyncio.to_thread(create_topics, bootstrap, "rx45-1", "rx45-2", partitions=4)
+    await asyncio.to_thread(create_topics, bootstrap, "lit45", partitions=2)
+    given = await asyncio.to_thread(resubscribe_with_regex, bootstrap, "^rx45-.*", "lit45")
+    assert given[0] == {("lit45", 0), ("lit45", 1)}, given
+    assert set().union(*given[1:]) == {(t, p) for t in ("rx45-1", "rx45-2") for p in range(4)}

@@ -14,7 +14,8 @@ GroupMetadataManager.consumerGroupHeartbeat, in order):
    ``group.consumer.max.size``.
 4. A changed subscription (or a new member, or topics that changed) bumps the group epoch;
    a group epoch above the assignment epoch recomputes the target assignment with the
-   server assignor the members name (most votes; the first configured one by default).
+   server assignor the members name (most votes; the first configured one by default). A new
+   regex is resolved after the answer, by a timer op that bumps the group epoch (see below).
 5. The member is reconciled one step towards its target (``reconcile``): partitions it must
    revoke first, and only once its heartbeat no longer owns them do others get them.
 6. Timers: the session timeout (``group.consumer.session.timeout.ms``) removes a member that
@@ -52,8 +53,10 @@ from .records import (
     K_CURRENT,
     K_EPOCH,
     K_MEMBER,
+    K_REGEX,
     K_TARGET,
     ConsumerGroupEpochRecord,
+    ConsumerGroupRegexRecord,
     ConsumerGroupTargetEpochRecord,
     ConsumerGroupTargetMemberRecord,
     ConsumerRecord,
@@ -77,6 +80,15 @@ def session_key(group_id: str, member_id: str) -> str:
 
 def revoke_key(group_id: str, member_id: str) -> str:
     return f"consumer-revoke/{group_id}/{member_id}"
+
+
+def regex_key(group_id: str) -> str:
+    """The group's regex resolution: soon after a new regex, then every refresh interval
+    (Kafka's ``group.consumer.regex.refresh.interval.ms``, 10 minutes by default)."""
+    return f"consumer-regex/{group_id}"
+
+
+REGEX_REFRESH_INTERVAL_MS = 600_000
 
 
 def classic_join_key(group_id: str, member_id: str) -> str:
@@ -449,6 +461,7 @@ class ConsumerGroupOps(ShardCore):
 
     # --- epochs and assignment ----------------------------------------------------------------
     def _bump(self, group: ConsumerGroup, reason: str) -> None:
+        self._update_regexes(group)
         group.group_epoch += 1
         self.events.rebalance_started(group.group_id, reason, consumer=True)
         group.subscription_metadata = self._metadata(group)
@@ -459,11 +472,44 @@ class ConsumerGroupOps(ShardCore):
 
     def _metadata(self, group: ConsumerGroup) -> tuple[tuple[str, uuid.UUID, int], ...]:
         topics = self.topics_view.topics()
-        group.resolved_regexes = {
-            r: matching_topics(r, topics) for r in group.regexes_in_use(None, None)
-        }
         names = group.subscribed_topic_names()
         return tuple(sorted((n, *topics[n]) for n in names if n in topics))
+
+    # --- regular expressions (Kafka's maybeUpdateRegularExpressions) ---------------------------
+    def _update_regexes(self, group: ConsumerGroup) -> None:
+        """Drop the regexes no member subscribes to any more; a new one is resolved off the
+        request path (a timer due at once), so the answer at hand is computed without it."""
+        in_use = group.regexes_in_use(None, None)
+        for regex in [r for r in group.resolved_regexes if r not in in_use]:
+            del group.resolved_regexes[regex]
+            self._record(ConsumerTombstoneRecord(K_REGEX, group.group_id, regex))
+        if not in_use:
+            self.timers.cancel(regex_key(group.group_id))
+        elif any(r not in group.resolved_regexes for r in in_use):
+            self._schedule_regex_resolution(group, 0)
+
+    def _schedule_regex_resolution(self, group: ConsumerGroup, delay_ms: int) -> None:
+        gid = group.group_id
+        self.timers.schedule(regex_key(gid), delay_ms, lambda: self._resolve_regexes(gid, group))
+
+    def _resolve_regexes(self, group_id: str, group: ConsumerGroup) -> None:
+        """Resolve every subscribed regex against the topics; a changed resolution bumps the
+        group epoch (the members get the new assignment on a later heartbeat). Runs again
+        every ``REGEX_REFRESH_INTERVAL_MS`` while the group has regexes."""
+        if not self._active() or self.consumer_groups.get(group_id) is not group:
+            return
+        topics, changed = self.topics_view.topics(), False
+        for regex in sorted(group.regexes_in_use(None, None)):
+            resolved = matching_topics(regex, topics)
+            if group.resolved_regexes.get(regex) != resolved:
+                group.resolved_regexes[regex] = resolved
+                self._record(ConsumerGroupRegexRecord(group_id, regex, resolved))
+                changed = True
+        if group.resolved_regexes:
+            self._schedule_regex_resolution(group, REGEX_REFRESH_INTERVAL_MS)
+        if changed and group.members and self._metadata_changed(group):
+            self._bump(group, "subscribed regular expressions resolved")
+            self._assign(group)
 
     def _metadata_changed(self, group: ConsumerGroup) -> bool:
         return self._metadata(group) != group.subscription_metadata
@@ -507,6 +553,7 @@ class ConsumerGroupOps(ShardCore):
 
     def delete_consumer_group(self, group_id: str) -> None:
         del self.consumer_groups[group_id]
+        self.timers.cancel(regex_key(group_id))
         self._record(ConsumerTombstoneRecord(K_EPOCH, group_id))
 
     def on_topics_changed(self) -> None:
@@ -515,6 +562,8 @@ class ConsumerGroupOps(ShardCore):
         if not self._active():
             return
         for group in self.consumer_groups.values():
+            if group.regexes_in_use(None, None):
+                self._schedule_regex_resolution(group, 0)
             if group.members and self._metadata_changed(group):
                 self._bump(group, "subscribed topics changed")
                 self._assign(group)
