@@ -99,7 +99,7 @@ class KafkaServer:
             self._tls = tls_context(self.config)
         self.stats = BrokerStats(self.config.metrics_max_groups) if self.config.metrics else None
         if self.config.http and self.config.data_dir is not None:
-            await self._start_http(listeners[0].host)
+            await self._start_http()
         try:
             await self._start(loop, listeners)
         except BaseException:
@@ -109,16 +109,16 @@ class KafkaServer:
         self.ready = True
         if self.config.http and self.http is None:
             try:
-                await self._start_http(listeners[0].host)
+                await self._start_http()
             except BaseException:
                 await self.stop()
                 raise
 
-    async def _start_http(self, kafka_host: str) -> None:
+    async def _start_http(self) -> None:
         # aiohttp and prometheus-client take longer to import than the rest of the broker:
         # on a worker thread, so the loop serves meanwhile (an import holds no lock of ours)
         await asyncio.get_running_loop().run_in_executor(None, _import_http)
-        http = http_listener(self, kafka_host)
+        http = http_listener(self)
         await http.start()
         self.http = http
 
@@ -332,7 +332,7 @@ def _import_http() -> None:
     import kgroupd.broker.http.metrics  # noqa: F401
 
 
-def http_listener(server: KafkaServer, kafka_host: str) -> HttpListener:
+def http_listener(server: KafkaServer) -> HttpListener:
     """``--http-host`` (default: the first Kafka listener's host, 127.0.0.1 when a Kafka
     listener is secured), ``--http-port`` (default: 8080, or a free port when 8080 is taken)
     and who may use it; with metrics on, this broker's collector."""
