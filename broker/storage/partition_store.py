@@ -25,6 +25,7 @@ from kgroupd.broker.storage.fileio import write_all
 from kgroupd.broker.storage.fsync import FsyncWorker
 from kgroupd.broker.storage.segment import (
     INDEX_INTERVAL_BYTES,
+    PEEK_SIZE,
     READ_CAP,
     ProducerEntry,
     Segment,
@@ -157,8 +158,11 @@ class PartitionStore:
     segment_ms: int = 604800000
     segment_jitter_ms: int = 0
     # The active segment's roll clock (Kafka's LogSegment): its first batch's max timestamp
-    # (-1: none seen since this process opened it), when it was opened, its jitter.
+    # (-1: none), when it was opened, its jitter. A segment found at start-up has its first
+    # batch's timestamp read from the file at the first append (``first_ts_read``), as
+    # Kafka's loadFirstBatchTimestamp does, so a restart does not restart its clock.
     first_ts: int = -1
+    first_ts_read: bool = False
     created_ms: int = field(default_factory=now_ms)
     roll_jitter_ms: int = 0
 
@@ -196,12 +200,27 @@ class PartitionStore:
     def _waited(self, max_ts: int) -> int:
         """Kafka's LogSegment.timeWaitedForRoll: the new batch's timestamp past the first
         batch's, or (no timestamp) the time since the segment was opened."""
+        if not self.first_ts_read:
+            self.first_ts_read = True
+            if self.first_ts < 0:
+                self.first_ts = self._first_batch_ts()
         if self.first_ts >= 0 and max_ts >= 0:
             return max_ts - self.first_ts
         return now_ms() - self.created_ms
 
+    def _first_batch_ts(self) -> int:
+        """The max timestamp of the active segment's first batch, read from its file (a
+        segment found at start-up); -1 if it cannot be read."""
+        try:
+            with open(self.segments[-1].path, "rb") as f:
+                head = f.read(PEEK_SIZE)
+        except OSError as exc:
+            log.warning("segment_read_failed", file=str(self.segments[-1].path), error=str(exc))
+            return -1
+        return peek(head, 0)[3] if len(head) == PEEK_SIZE else -1
+
     def _roll(self, base_offset: int) -> None:
-        self.first_ts, self.created_ms = -1, now_ms()
+        self.first_ts, self.first_ts_read, self.created_ms = -1, True, now_ms()
         jitter = self.segment_jitter_ms
         self.roll_jitter_ms = random.randrange(min(jitter, self.segment_ms)) if jitter else 0
         if self.fd >= 0:
