@@ -183,6 +183,7 @@ def coordinator_config(c: BrokerConfig) -> CoordinatorConfig:
         consumer_max_size=c.group_consumer_max_size,
         consumer_assignors=c.group_consumer_assignors,
         consumer_migration_policy=c.group_consumer_migration_policy,
+        consumer_regex_refresh_interval_ms=c.group_consumer_regex_refresh_interval_ms,
     )
 
 

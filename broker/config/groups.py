@@ -132,6 +132,13 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         _policy,
         "disabled|downgrade|upgrade|bidirectional (Kafka: group.consumer.migration.policy)",
     ),
+    (
+        "--group-consumer-regex-refresh-interval-ms",
+        "group_consumer_regex_refresh_interval_ms",
+        _between(10_000, None),
+        "how often the topics matching a consumer group's subscribed regular expressions are "
+        "resolved again, at least 10000 (Kafka: group.consumer.regex.refresh.interval.ms)",
+    ),
     *[
         (
             "--group-share-" + name.replace(".", "-"),

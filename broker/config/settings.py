@@ -97,6 +97,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     group_consumer_max_size: int | None = None
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_migration_policy: str = "bidirectional"
+    group_consumer_regex_refresh_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     # KIP-932 share groups (Kafka's group.share.* settings and defaults)
     group_share_session_timeout_ms: int = 45000
@@ -129,6 +130,8 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     log_index_interval_bytes: int | None = None  # Kafka: log.index.interval.bytes; None: 4096
     log_roll_ms: int | None = None  # Kafka: log.roll.ms; None: log_roll_hours
     log_roll_hours: int = 168  # Kafka: log.roll.hours
+    log_roll_jitter_ms: int | None = None  # Kafka: log.roll.jitter.ms; None: the hours
+    log_roll_jitter_hours: int = 0  # Kafka: log.roll.jitter.hours
     max_memory_bytes: int | None = None  # in memory; None: a quarter of the machine's
     # the HTTP listener and metrics (kgroupd.broker.config.http)
     http: bool = True

@@ -29,6 +29,12 @@ def index_interval(text: str) -> int:
     return value
 
 
+def roll_jitter_ms(jitter_ms: int | None, jitter_hours: int) -> int:
+    """The broker default of segment.jitter.ms: Kafka's log.roll.jitter.ms, else
+    log.roll.jitter.hours in milliseconds."""
+    return jitter_ms if jitter_ms is not None else jitter_hours * 3_600_000
+
+
 # (flag, BrokerConfig field, type, help): appended to the broker's flags
 OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
     (
@@ -78,6 +84,20 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         at_least_one,
         "the default segment.ms of topics in hours, when --log-roll-ms is unset (Kafka: "
         "log.roll.hours)",
+    ),
+    (
+        "--log-roll-jitter-ms",
+        "log_roll_jitter_ms",
+        non_negative,
+        "the default segment.jitter.ms of topics (Kafka: log.roll.jitter.ms; unset: "
+        "--log-roll-jitter-hours): the most a segment's roll time is shortened by, at random",
+    ),
+    (
+        "--log-roll-jitter-hours",
+        "log_roll_jitter_hours",
+        non_negative,
+        "the default segment.jitter.ms of topics in hours, when --log-roll-jitter-ms is unset "
+        "(Kafka: log.roll.jitter.hours)",
     ),
     (
         "--max-memory-bytes",

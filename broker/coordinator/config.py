@@ -30,6 +30,8 @@ class CoordinatorConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # group.consumer.migration.policy: disabled | upgrade | downgrade | bidirectional
     consumer_migration_policy: str = "bidirectional"
+    # group.consumer.regex.refresh.interval.ms (Kafka's internal config, at least 10000)
+    consumer_regex_refresh_interval_ms: int = 600_000
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -393,9 +393,12 @@ def _broker_configs(ctx: RequestContext) -> dict[str, tuple[str, int]]:
             _TYPE_INT,
         ),
         "log.roll.hours": (str(c.log_roll_hours), _TYPE_INT),
+        "log.roll.jitter.hours": (str(c.log_roll_jitter_hours), _TYPE_INT),
     }
     if c.log_roll_ms is not None:
         out["log.roll.ms"] = (str(c.log_roll_ms), _TYPE_LONG)
+    if c.log_roll_jitter_ms is not None:
+        out["log.roll.jitter.ms"] = (str(c.log_roll_jitter_ms), _TYPE_LONG)
     return out
 
 
@@ -451,6 +454,8 @@ def handle_describe_configs(ctx: RequestContext, req: Fields) -> Fields:
                 )
                 if bc.log_roll_hours == 168:
                     unset.add("log.roll.hours")
+                if bc.log_roll_jitter_hours == 0:
+                    unset.add("log.roll.jitter.hours")
                 for key, (value, typ) in _broker_configs(ctx).items():
                     source = _SOURCE_DEFAULT if key in unset else _SOURCE_STATIC_BROKER
                     entries.append(_entry(key, value, source, typ))

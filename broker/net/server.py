@@ -14,7 +14,7 @@ from kgroupd.broker.config.http import DEFAULT_HTTP_PORT
 from kgroupd.broker.config.listeners import Listener, advertised_address
 from kgroupd.broker.config.security import TLS_PROTOCOLS
 from kgroupd.broker.config.settings import BrokerConfig, new_cluster_id
-from kgroupd.broker.config.storage import default_max_memory_bytes
+from kgroupd.broker.config.storage import default_max_memory_bytes, roll_jitter_ms
 from kgroupd.broker.coordinator import GroupCoordinator, LoopTimers
 from kgroupd.broker.coordinator.events import GroupEvents, TeeEvents
 from kgroupd.broker.http.live import LiveEvents
@@ -377,6 +377,10 @@ def open_broker(
         topics.defaults["segment.ms"] = str(config.log_roll_ms)
     elif config.log_roll_hours != 168:
         topics.defaults["segment.ms"] = str(config.log_roll_hours * 3_600_000)
+    if config.log_roll_jitter_ms is not None or config.log_roll_jitter_hours:
+        topics.defaults["segment.jitter.ms"] = str(
+            roll_jitter_ms(config.log_roll_jitter_ms, config.log_roll_jitter_hours)
+        )
     producers = ProducerStateManager()
     if config.data_dir is None:
         topics.budget = MemoryBudget(config.max_memory_bytes or default_max_memory_bytes())

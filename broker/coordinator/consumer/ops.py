@@ -84,11 +84,8 @@ def revoke_key(group_id: str, member_id: str) -> str:
 
 def regex_key(group_id: str) -> str:
     """The group's regex resolution: soon after a new regex, then every refresh interval
-    (Kafka's ``group.consumer.regex.refresh.interval.ms``, 10 minutes by default)."""
+    (``CoordinatorConfig.consumer_regex_refresh_interval_ms``, 10 minutes by default)."""
     return f"consumer-regex/{group_id}"
-
-
-REGEX_REFRESH_INTERVAL_MS = 600_000
 
 
 def classic_join_key(group_id: str, member_id: str) -> str:
@@ -495,7 +492,7 @@ class ConsumerGroupOps(ShardCore):
     def _resolve_regexes(self, group_id: str, group: ConsumerGroup) -> None:
         """Resolve every subscribed regex against the topics; a changed resolution bumps the
         group epoch (the members get the new assignment on a later heartbeat). Runs again
-        every ``REGEX_REFRESH_INTERVAL_MS`` while the group has regexes."""
+        every refresh interval while the group has regexes."""
         if not self._active() or self.consumer_groups.get(group_id) is not group:
             return
         topics, changed = self.topics_view.topics(), False
@@ -506,7 +503,8 @@ class ConsumerGroupOps(ShardCore):
                 self._record(ConsumerGroupRegexRecord(group_id, regex, resolved))
                 changed = True
         if group.resolved_regexes:
-            self._schedule_regex_resolution(group, REGEX_REFRESH_INTERVAL_MS)
+            interval = self.config.consumer_regex_refresh_interval_ms
+            self._schedule_regex_resolution(group, interval)
         if changed and group.members and self._metadata_changed(group):
             self._bump(group, "subscribed regular expressions resolved")
             self._assign(group)
