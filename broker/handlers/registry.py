@@ -115,6 +115,9 @@ HOMES: dict[int, str] = {
     **dict.fromkeys((48, 49), "quotas"),
     **dict.fromkeys((23, 43, 45, 46), "replication"),
     **dict.fromkeys((71, 72), "telemetry"),
+    **dict.fromkeys((38, 39, 40, 41), "tokens"),
+    **dict.fromkeys((55, 57), "quorum"),
+    74: "config_resources",
 }
 
 

@@ -62,6 +62,11 @@ CLUSTER_IDEMPOTENT_WRITE = Rule(_C, Operation.IDEMPOTENT_WRITE, CLUSTER_AUTH)
 CLUSTER_ACTION = Rule(_C, Operation.CLUSTER_ACTION, CLUSTER_AUTH)
 TXN_WRITE = Rule(_X, Operation.WRITE, TXN_AUTH)
 TXN_DESCRIBE = Rule(_X, Operation.DESCRIBE, TXN_AUTH)
+# Delegation tokens: another owner's token needs CREATE_TOKENS / DESCRIBE_TOKENS on that user
+_TOKEN_AUTH = ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED
+USER_CREATE_TOKENS = Rule(ResourceType.USER, Operation.CREATE_TOKENS, _TOKEN_AUTH)
+USER_DESCRIBE_TOKENS = Rule(ResourceType.USER, Operation.DESCRIBE_TOKENS, _TOKEN_AUTH)
+TOKEN_DESCRIBE = Rule(ResourceType.DELEGATION_TOKEN, Operation.DESCRIBE, _TOKEN_AUTH)
 
 Gate = Callable[[Access, dict[str, Any]], ErrorCode | None]
 
@@ -182,6 +187,16 @@ ACCESS: dict[int, ApiAccess] = {
     49: ApiAccess((CLUSTER_ALTER_CONFIGS,)),  # AlterClientQuotas
     50: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeUserScram...
     51: ApiAccess((CLUSTER_ALTER,)),  # AlterUserScramCredentials
+    38: ApiAccess((USER_CREATE_TOKENS,)),  # CreateDelegationToken
+    39: ApiAccess(()),  # RenewDelegationToken: the token's owner or renewers, no ACL
+    40: ApiAccess(()),  # ExpireDelegationToken: likewise
+    41: ApiAccess((TOKEN_DESCRIBE, USER_DESCRIBE_TOKENS)),  # DescribeDelegationToken
+    55: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeQuorum
+    57: ApiAccess((CLUSTER_ALTER,), _cluster(CLUSTER_ALTER)),  # UpdateFeatures
+    # ListConfigResources: topics are listed if the principal may describe their configs
+    74: ApiAccess(
+        (CLUSTER_DESCRIBE_CONFIGS, TOPIC_DESCRIBE_CONFIGS), _cluster(CLUSTER_DESCRIBE_CONFIGS)
+    ),
     60: ApiAccess((CLUSTER_DESCRIBE,)),  # DescribeCluster: for its authorized operations only
     61: ApiAccess((TOPIC_READ,)),  # DescribeProducers
     65: ApiAccess((TXN_DESCRIBE, TOPIC_DESCRIBE)),  # DescribeTransactions

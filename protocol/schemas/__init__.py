@@ -58,6 +58,10 @@ SERVED: dict[int, tuple[int, int]] = {
     35: (1, 5),  # DescribeLogDirs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
+    38: (1, 3),  # CreateDelegationToken
+    39: (1, 2),  # RenewDelegationToken
+    40: (1, 2),  # ExpireDelegationToken
+    41: (1, 3),  # DescribeDelegationToken
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs
@@ -68,6 +72,8 @@ SERVED: dict[int, tuple[int, int]] = {
     49: (0, 1),  # AlterClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
+    55: (0, 2),  # DescribeQuorum
+    57: (0, 2),  # UpdateFeatures
     61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     60: (0, 2),  # DescribeCluster
@@ -76,6 +82,7 @@ SERVED: dict[int, tuple[int, int]] = {
     69: (0, 1),  # ConsumerGroupDescribe
     71: (0, 0),  # GetTelemetrySubscriptions
     72: (0, 0),  # PushTelemetry
+    74: (0, 1),  # ListConfigResources
     75: (0, 0),  # DescribeTopicPartitions
     76: (1, 1),  # ShareGroupHeartbeat
     77: (1, 1),  # ShareGroupDescribe
@@ -93,7 +100,7 @@ SERVED: dict[int, tuple[int, int]] = {
 HOMES: dict[int, str] = {
     18: "api_versions",
     3: "metadata",
-    **dict.fromkeys((19, 20, 21, 32, 33, 37, 44), "admin"),
+    **dict.fromkeys((19, 20, 21, 32, 33, 37, 44, 74), "admin"),
     **dict.fromkeys((0, 22), "produce"),
     1: "fetch",
     2: "list_offsets",
@@ -109,6 +116,8 @@ HOMES: dict[int, str] = {
     **dict.fromkeys((48, 49), "quotas"),
     **dict.fromkeys((23, 43, 45, 46), "replication"),
     **dict.fromkeys((71, 72), "telemetry"),
+    **dict.fromkeys((38, 39, 40, 41), "tokens"),
+    **dict.fromkeys((55, 57), "quorum"),
 }
 
 

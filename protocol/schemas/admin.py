@@ -322,6 +322,25 @@ INCREMENTAL_ALTER_CONFIGS_RESPONSE = _alter_configs_response(
 )
 
 # api_key -> (request, response)
+LIST_CONFIG_RESOURCES_REQUEST = Message(
+    "ListConfigResourcesRequest", 74, "0-1", "0+", [F("resource_types", ArrayOf(INT8), "1+")]
+)
+
+LIST_CONFIG_RESOURCES_RESPONSE = Message(
+    "ListConfigResourcesResponse",
+    74,
+    "0-1",
+    "0+",
+    [
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F(
+            "config_resources",
+            [F("resource_name", STRING), F("resource_type", INT8, "1+", default=16)],
+        ),
+    ],
+)
+
 DEFINITIONS: dict[int, tuple[Message, Message]] = {
     19: (CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
     20: (DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
@@ -330,4 +349,5 @@ DEFINITIONS: dict[int, tuple[Message, Message]] = {
     32: (DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
     33: (ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
     44: (INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE),
+    74: (LIST_CONFIG_RESOURCES_REQUEST, LIST_CONFIG_RESOURCES_RESPONSE),
 }

@@ -1,5 +1,5 @@
-"""kafka-python classes for the messages its release ships no JSON for (the KIP-848, KIP-932
-and KIP-714 APIs): its own JSON loader fed with the message JSON inside
+"""kafka-python classes for the messages its release ships no JSON for (the KIP-848, KIP-932,
+KIP-714 and delegation token APIs): its own JSON loader fed with the message JSON inside
 kafka-clients-4.3.0.jar (fetched by ``tests.support.java``, cached under ``.cache/``)."""
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ MESSAGES = {
     69: "ConsumerGroupDescribe",
     71: "GetTelemetrySubscriptions",
     72: "PushTelemetry",
+    38: "CreateDelegationToken",
+    39: "RenewDelegationToken",
+    40: "ExpireDelegationToken",
+    41: "DescribeDelegationToken",
     76: "ShareGroupHeartbeat",
     77: "ShareGroupDescribe",
     78: "ShareFetch",

@@ -93,6 +93,9 @@ KP_CLASSES: dict[int, tuple[Any, Any]] = {
     48: (kp_quotas.DescribeClientQuotasRequest, kp_quotas.DescribeClientQuotasResponse),
     49: (kp_quotas.AlterClientQuotasRequest, kp_quotas.AlterClientQuotasResponse),
     60: (kp_cluster.DescribeClusterRequest, kp_cluster.DescribeClusterResponse),
+    55: (kp_cluster.DescribeQuorumRequest, kp_cluster.DescribeQuorumResponse),
+    57: (kp_cluster.UpdateFeaturesRequest, kp_cluster.UpdateFeaturesResponse),
+    74: (kp_configs.ListConfigResourcesRequest, kp_configs.ListConfigResourcesResponse),
     75: (
         kp_topics.DescribeTopicPartitionsRequest,
         kp_topics.DescribeTopicPartitionsResponse,
