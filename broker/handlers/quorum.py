@@ -1,5 +1,6 @@
 """The KRaft quorum as a single-node Kafka 4.3 (broker and controller in one process) describes
-it: DescribeQuorum v0-v2 and UpdateFeatures v0-v2.
+it: DescribeQuorum v0-v2, UpdateFeatures v0-v2, UnregisterBroker v0, AddRaftVoter v0-v1 and
+RemoveRaftVoter v0.
 
 DescribeQuorum answers for ``__cluster_metadata`` partition 0, as Kafka's KafkaRaftClient
 does: a quorum of one voter, this node, the leader at epoch 1, with a static voter set (no
@@ -16,6 +17,13 @@ first error fails the whole request (Kafka 4's all-or-nothing answer, in the top
 error); success answers v0-v1 with a result per feature. kgroupd fixes the finalized levels
 at start-up (``--transaction-version``; group.version is 1): a valid update that would change
 a level is INVALID_UPDATE_VERSION unless ``validate_only``.
+
+UnregisterBroker of this broker succeeds (a Kafka broker unregistered while it runs registers
+again; nothing changes here); any other id is BROKER_ID_NOT_REGISTERED. AddRaftVoter and
+RemoveRaftVoter check what Kafka's KafkaRaftClient checks (the cluster id if given:
+INCONSISTENT_CLUSTER_ID; a voter with a directory id: INVALID_REQUEST; for Add, an endpoint
+for the default controller listener, CONTROLLER), then are UNSUPPORTED_VERSION: a static
+quorum (kraft.version 0) cannot be reconfigured.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from kgroupd.protocol.codec import ZERO_UUID
 from kgroupd.protocol.errors import ErrorCode
 
 METADATA_TOPIC = "__cluster_metadata"
+CONTROLLER_LISTENER = "CONTROLLER"  # Kafka's default controller.listener.names
 LEADER_EPOCH = 1
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 # FeatureUpdate.UpgradeType codes
@@ -176,3 +185,59 @@ def _refusal(
             "it runs (transaction.version: restart with --transaction-version)."
         )
     return None
+
+
+@handler(64)
+def handle_unregister_broker(ctx: RequestContext, req: Fields) -> Fields:
+    broker_id = req["broker_id"]
+    if broker_id != ctx.broker.node_id:
+        ctx.log.info("unregister_broker_refused", broker_id=broker_id)
+        return {"error_code": int(ErrorCode.BROKER_ID_NOT_REGISTERED), "error_message": None}
+    ctx.log.info("unregister_broker_self", broker_id=broker_id)
+    return {"error_code": 0, "error_message": None}
+
+
+@handler(80)
+def handle_add_raft_voter(ctx: RequestContext, req: Fields) -> Fields:
+    refused = _voter_refusal(ctx, req, "Add")
+    if refused is None and not any(x["name"] == CONTROLLER_LISTENER for x in req["listeners"]):
+        endpoints = ", ".join(
+            f"ListenerName({x['name']})={x['host']}/<unresolved>:{x['port']}"
+            for x in req["listeners"]
+        )
+        refused = (
+            ErrorCode.INVALID_REQUEST,
+            f"Add voter request didn't include the endpoint (Endpoints(endpoints={{{endpoints}}}))"
+            f" for the default listener ListenerName({CONTROLLER_LISTENER})",
+        )
+    return _voter_answer(ctx, refused or _static_quorum("adding"))
+
+
+@handler(81)
+def handle_remove_raft_voter(ctx: RequestContext, req: Fields) -> Fields:
+    return _voter_answer(ctx, _voter_refusal(ctx, req, "Remove") or _static_quorum("removing"))
+
+
+def _static_quorum(doing: str) -> tuple[ErrorCode, str]:
+    return (
+        ErrorCode.UNSUPPORTED_VERSION,
+        f"Cluster doesn't support {doing} voter because the kraft.version feature is 0",
+    )
+
+
+def _voter_refusal(ctx: RequestContext, req: Fields, what: str) -> tuple[ErrorCode, str] | None:
+    cluster_id = req["cluster_id"]
+    if cluster_id is not None and cluster_id != ctx.broker.cluster_id:
+        return (
+            ErrorCode.INCONSISTENT_CLUSTER_ID,
+            f'The given id "{cluster_id}" doesn\'t match the cluster id "{ctx.broker.cluster_id}"',
+        )
+    if req["voter_directory_id"] == ZERO_UUID:
+        return ErrorCode.INVALID_REQUEST, f"{what} voter request didn't include a valid voter"
+    return None
+
+
+def _voter_answer(ctx: RequestContext, refused: tuple[ErrorCode, str]) -> Fields:
+    error, message = refused
+    ctx.log.info("raft_voter_change_refused", api_key=ctx.api_key, error=error.name)
+    return {"error_code": int(error), "error_message": message}

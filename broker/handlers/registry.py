@@ -116,7 +116,7 @@ HOMES: dict[int, str] = {
     **dict.fromkeys((23, 43, 45, 46), "replication"),
     **dict.fromkeys((71, 72), "telemetry"),
     **dict.fromkeys((38, 39, 40, 41), "tokens"),
-    **dict.fromkeys((55, 57), "quorum"),
+    **dict.fromkeys((55, 57, 64, 80, 81), "quorum"),
     74: "config_resources",
 }
 

@@ -193,6 +193,9 @@ ACCESS: dict[int, ApiAccess] = {
     41: ApiAccess((TOKEN_DESCRIBE, USER_DESCRIBE_TOKENS)),  # DescribeDelegationToken
     55: ApiAccess((CLUSTER_DESCRIBE,), _cluster(CLUSTER_DESCRIBE)),  # DescribeQuorum
     57: ApiAccess((CLUSTER_ALTER,), _cluster(CLUSTER_ALTER)),  # UpdateFeatures
+    64: ApiAccess((CLUSTER_ALTER,), _cluster(CLUSTER_ALTER)),  # UnregisterBroker
+    80: ApiAccess((CLUSTER_ALTER,), _cluster(CLUSTER_ALTER)),  # AddRaftVoter
+    81: ApiAccess((CLUSTER_ALTER,), _cluster(CLUSTER_ALTER)),  # RemoveRaftVoter
     # ListConfigResources: topics are listed if the principal may describe their configs
     74: ApiAccess(
         (CLUSTER_DESCRIBE_CONFIGS, TOPIC_DESCRIBE_CONFIGS), _cluster(CLUSTER_DESCRIBE_CONFIGS)

@@ -75,6 +75,7 @@ SERVED: dict[int, tuple[int, int]] = {
     55: (0, 2),  # DescribeQuorum
     57: (0, 2),  # UpdateFeatures
     61: (0, 0),  # DescribeProducers
+    64: (0, 0),  # UnregisterBroker
     65: (0, 0),  # DescribeTransactions
     60: (0, 2),  # DescribeCluster
     66: (0, 2),  # ListTransactions
@@ -88,6 +89,8 @@ SERVED: dict[int, tuple[int, int]] = {
     77: (1, 1),  # ShareGroupDescribe
     78: (1, 2),  # ShareFetch
     79: (1, 2),  # ShareAcknowledge
+    80: (0, 1),  # AddRaftVoter
+    81: (0, 0),  # RemoveRaftVoter
     90: (0, 1),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
@@ -117,7 +120,7 @@ HOMES: dict[int, str] = {
     **dict.fromkeys((23, 43, 45, 46), "replication"),
     **dict.fromkeys((71, 72), "telemetry"),
     **dict.fromkeys((38, 39, 40, 41), "tokens"),
-    **dict.fromkeys((55, 57), "quorum"),
+    **dict.fromkeys((55, 57, 64, 80, 81), "quorum"),
 }
 
 

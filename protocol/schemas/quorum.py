@@ -1,5 +1,6 @@
 """The KRaft quorum and its features, answered as a one-node Kafka 4.3 cluster answers them:
-DescribeQuorum (55), UpdateFeatures (57)."""
+DescribeQuorum (55), UpdateFeatures (57), UnregisterBroker (64), AddRaftVoter (80),
+RemoveRaftVoter (81)."""
 
 from __future__ import annotations
 
@@ -104,8 +105,54 @@ UPDATE_FEATURES_RESPONSE = Message(
     ],
 )
 
+UNREGISTER_BROKER_REQUEST = Message(
+    "UnregisterBrokerRequest", 64, "0", "0+", [F("broker_id", INT32)]
+)
+
+_ERROR_ANSWER = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+]
+
+UNREGISTER_BROKER_RESPONSE = Message("UnregisterBrokerResponse", 64, "0", "0+", _ERROR_ANSWER)
+
+ADD_RAFT_VOTER_REQUEST = Message(
+    "AddRaftVoterRequest",
+    80,
+    "0-1",
+    "0+",
+    [
+        F("cluster_id", STRING, nullable="0+"),
+        F("timeout_ms", INT32),
+        F("voter_id", INT32),
+        F("voter_directory_id", UUID),
+        F("listeners", [F("name", STRING), F("host", STRING), F("port", UINT16)]),
+        F("ack_when_committed", BOOL, "1+", default=True),
+    ],
+)
+
+ADD_RAFT_VOTER_RESPONSE = Message("AddRaftVoterResponse", 80, "0-1", "0+", _ERROR_ANSWER)
+
+REMOVE_RAFT_VOTER_REQUEST = Message(
+    "RemoveRaftVoterRequest",
+    81,
+    "0",
+    "0+",
+    [
+        F("cluster_id", STRING, nullable="0+"),
+        F("voter_id", INT32),
+        F("voter_directory_id", UUID),
+    ],
+)
+
+REMOVE_RAFT_VOTER_RESPONSE = Message("RemoveRaftVoterResponse", 81, "0", "0+", _ERROR_ANSWER)
+
 # api_key -> (request, response)
 DEFINITIONS: dict[int, tuple[Message, Message]] = {
     55: (DESCRIBE_QUORUM_REQUEST, DESCRIBE_QUORUM_RESPONSE),
     57: (UPDATE_FEATURES_REQUEST, UPDATE_FEATURES_RESPONSE),
+    64: (UNREGISTER_BROKER_REQUEST, UNREGISTER_BROKER_RESPONSE),
+    80: (ADD_RAFT_VOTER_REQUEST, ADD_RAFT_VOTER_RESPONSE),
+    81: (REMOVE_RAFT_VOTER_REQUEST, REMOVE_RAFT_VOTER_RESPONSE),
 }

@@ -11,6 +11,7 @@ not kgroupd's own, at every version served. The Java Admin 4.3 calls them in
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -368,3 +369,95 @@ async def test_list_config_resources_lists_what_kgroupd_has(server: KafkaServer)
         # v0 is ListClientMetricsResources: only client metrics resources, of which none
         r = await kp_request(wire, 74, 0)
         assert (r.error_code, list(r.config_resources)) == (0, [])
+
+
+# --- UnregisterBroker, AddRaftVoter, RemoveRaftVoter ------------------------------------------
+
+INVALID_REQUEST, BROKER_NOT_REGISTERED, INCONSISTENT_CLUSTER = 42, 102, 104
+DIRECTORY = uuid.UUID(int=7)
+
+
+async def test_unregister_broker_knows_only_this_broker(server: KafkaServer) -> None:
+    node = server.broker.node_id
+    async with await WireClient.connect(server.port) as wire:
+        r = await kp_request(wire, 64, 0, broker_id=node)
+        assert (r.error_code, r.error_message) == (0, None)
+        r = await kp_request(wire, 64, 0, broker_id=node + 1)
+        assert (r.error_code, r.error_message) == (BROKER_NOT_REGISTERED, None)
+        # still serving: it was not really unregistered
+        assert (await kp_request(wire, 64, 0, broker_id=node)).error_code == 0
+
+
+async def test_a_static_quorum_takes_no_voter_changes(server: KafkaServer) -> None:
+    cluster = server.broker.cluster_id
+    controller = [{"name": "CONTROLLER", "host": "h", "port": 9093}]
+    static = "Cluster doesn't support {} voter because the kraft.version feature is 0"
+    async with await WireClient.connect(server.port) as wire:
+        for v in versions(80):
+            fields: dict[str, Any] = {"timeout_ms": 1000, "voter_id": 5}
+            if v >= 1:
+                fields["ack_when_committed"] = True
+            for cid in (None, cluster):
+                r = await kp_request(
+                    wire,
+                    80,
+                    v,
+                    cluster_id=cid,
+                    voter_directory_id=DIRECTORY,
+                    listeners=controller,
+                    **fields,
+                )
+                assert (r.error_code, r.error_message) == (
+                    UNSUPPORTED_VERSION,
+                    static.format("adding"),
+                )
+            r = await kp_request(
+                wire,
+                80,
+                v,
+                cluster_id="other",
+                voter_directory_id=DIRECTORY,
+                listeners=controller,
+                **fields,
+            )
+            assert r.error_code == INCONSISTENT_CLUSTER
+            assert (
+                r.error_message == f'The given id "other" doesn\'t match the cluster id "{cluster}"'
+            )
+            r = await kp_request(
+                wire,
+                80,
+                v,
+                cluster_id=None,
+                voter_directory_id=None,
+                listeners=controller,
+                **fields,
+            )
+            assert (r.error_code, r.error_message) == (
+                INVALID_REQUEST,
+                "Add voter request didn't include a valid voter",
+            )
+            r = await kp_request(
+                wire,
+                80,
+                v,
+                cluster_id=None,
+                voter_directory_id=DIRECTORY,
+                listeners=[{"name": "EXTERNAL", "host": "h", "port": 1}],
+                **fields,
+            )
+            assert r.error_code == INVALID_REQUEST
+            assert r.error_message == (
+                "Add voter request didn't include the endpoint (Endpoints(endpoints="
+                "{ListenerName(EXTERNAL)=h/<unresolved>:1})) for the default listener "
+                "ListenerName(CONTROLLER)"
+            )
+        r = await kp_request(wire, 81, 0, cluster_id=None, voter_id=0, voter_directory_id=DIRECTORY)
+        assert (r.error_code, r.error_message) == (UNSUPPORTED_VERSION, static.format("removing"))
+        r = await kp_request(wire, 81, 0, cluster_id="x", voter_id=0, voter_directory_id=DIRECTORY)
+        assert r.error_code == INCONSISTENT_CLUSTER
+        r = await kp_request(wire, 81, 0, cluster_id=cluster, voter_id=0, voter_directory_id=None)
+        assert (r.error_code, r.error_message) == (
+            INVALID_REQUEST,
+            "Remove voter request didn't include a valid voter",
+        )

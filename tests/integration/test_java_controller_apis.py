@@ -1,7 +1,8 @@
 """The Java Admin 4.3 (``tests/java/KgroupdControllerCheck.java``) against the controller-side
 APIs kgroupd answers as a single-node Kafka 4.3 (issue 29): describeMetadataQuorum (a quorum of
 one voter), describeFeatures and updateFeatures (validated, refused, a no-op), listConfigResources,
-and the delegation token calls, which Kafka refuses over PLAINTEXT
+unregisterBroker, addRaftVoter and removeRaftVoter (a static quorum), and the delegation
+token calls, which Kafka refuses over PLAINTEXT
 (UnsupportedByAuthenticationException) and, tokens not being enabled, over SASL
 (DelegationTokenDisabledException)."""
 
@@ -59,6 +60,10 @@ async def test_java_admin_calls_the_controller_apis(tmp_path: Path) -> None:
     assert f"only supports versions 0-{tv}" in s["too_new_message"], where
     assert s["config_resources"] == f"[BROKER:{node}, TOPIC:java-controller]", where
     assert s["topic_resources"] == "[TOPIC:java-controller]", where
+    assert s["unregister_self"] == "ok", where
+    assert s["unregister_other"] == "BrokerIdNotRegisteredException", where
+    assert (s["add_voter"], s["remove_voter"]) == ("UnsupportedVersionException",) * 2, where
+    assert "kraft.version feature is 0" in s["add_voter_message"], where
     for call in ("create", "renew", "expire", "describe"):
         assert s[f"plain_{call}"] == "UnsupportedByAuthenticationException", where
         assert s[f"sasl_{call}"] == "DelegationTokenDisabledException", where

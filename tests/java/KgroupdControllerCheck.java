@@ -14,7 +14,9 @@ import org.apache.kafka.clients.admin.FeatureUpdate;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.ListConfigResourcesOptions;
 import org.apache.kafka.clients.admin.QuorumInfo;
+import org.apache.kafka.clients.admin.RaftVoterEndpoint;
 import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 
 /**
@@ -26,8 +28,8 @@ import org.apache.kafka.common.config.ConfigResource;
  *
  * <p>SASL_BOOTSTRAP is a SASL_PLAINTEXT listener where alice/alice-secret logs in with PLAIN.
  * describeMetadataQuorum; describeFeatures; updateFeatures (validated only, and refused);
- * listConfigResources (every type, then topics only); the delegation token calls over both
- * listeners. Prints {@code KGROUPD_CONTROLLER <json>}; exit 0 when every call returned.
+ * listConfigResources (every type, then topics only); unregisterBroker (this broker, another);
+ * addRaftVoter and removeRaftVoter; the delegation token calls over both listeners. Prints {@code KGROUPD_CONTROLLER <json>}; exit 0 when every call returned.
  */
 public final class KgroupdControllerCheck {
     private static String q(Object value) {
@@ -117,6 +119,15 @@ public final class KgroupdControllerCheck {
                 topics.add(r.type() + ":" + r.name());
             }
             out.add(q("topic_resources") + ":" + q(topics));
+
+            int node = quorum.leaderId();
+            out.add(q("unregister_self") + ":" + q(outcome(admin.unregisterBroker(node).all())));
+            out.add(q("unregister_other") + ":" + q(outcome(admin.unregisterBroker(node + 1).all())));
+            Set<RaftVoterEndpoint> endpoints = Set.of(new RaftVoterEndpoint("CONTROLLER", "localhost", 9093));
+            Future<Void> add = admin.addRaftVoter(5, Uuid.randomUuid(), endpoints).all();
+            out.add(q("add_voter") + ":" + q(outcome(add)));
+            out.add(q("add_voter_message") + ":" + q(message(add)));
+            out.add(q("remove_voter") + ":" + q(outcome(admin.removeRaftVoter(node, Uuid.randomUuid()).all())));
 
             tokens(admin, "plain_", out);
         }

@@ -1,6 +1,6 @@
 """kafka-python classes for the messages its release ships no JSON for (the KIP-848, KIP-932,
-KIP-714 and delegation token APIs): its own JSON loader fed with the message JSON inside
-kafka-clients-4.3.0.jar (fetched by ``tests.support.java``, cached under ``.cache/``)."""
+KIP-714, delegation token and KRaft voter APIs): its own JSON loader fed with the message JSON
+inside kafka-clients-4.3.0.jar (fetched by ``tests.support.java``, cached under ``.cache/``)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ MESSAGES = {
     39: "RenewDelegationToken",
     40: "ExpireDelegationToken",
     41: "DescribeDelegationToken",
+    64: "UnregisterBroker",
+    80: "AddRaftVoter",
+    81: "RemoveRaftVoter",
     76: "ShareGroupHeartbeat",
     77: "ShareGroupDescribe",
     78: "ShareFetch",
