@@ -160,7 +160,8 @@ class PartitionStore:
     # The active segment's roll clock (Kafka's LogSegment): its first batch's max timestamp
     # (-1: none), when it was opened, its jitter. A segment found at start-up has its first
     # batch's timestamp read from the file at the first append (``first_ts_read``), as
-    # Kafka's loadFirstBatchTimestamp does, so a restart does not restart its clock.
+    # Kafka's loadFirstBatchTimestamp does, so a restart does not restart its clock; its
+    # jitter is drawn then too (Kafka draws one for every segment it loads).
     first_ts: int = -1
     first_ts_read: bool = False
     created_ms: int = field(default_factory=now_ms)
@@ -202,11 +203,17 @@ class PartitionStore:
         batch's, or (no timestamp) the time since the segment was opened."""
         if not self.first_ts_read:
             self.first_ts_read = True
+            self.roll_jitter_ms = self._jitter()
             if self.first_ts < 0:
                 self.first_ts = self._first_batch_ts()
         if self.first_ts >= 0 and max_ts >= 0:
             return max_ts - self.first_ts
         return now_ms() - self.created_ms
+
+    def _jitter(self) -> int:
+        """Kafka's LogConfig.randomSegmentJitter: below segment.jitter.ms and segment.ms."""
+        jitter = self.segment_jitter_ms
+        return random.randrange(min(jitter, self.segment_ms)) if jitter else 0
 
     def _first_batch_ts(self) -> int:
         """The max timestamp of the active segment's first batch, read from its file (a
@@ -221,8 +228,7 @@ class PartitionStore:
 
     def _roll(self, base_offset: int) -> None:
         self.first_ts, self.first_ts_read, self.created_ms = -1, True, now_ms()
-        jitter = self.segment_jitter_ms
-        self.roll_jitter_ms = random.randrange(min(jitter, self.segment_ms)) if jitter else 0
+        self.roll_jitter_ms = self._jitter()
         if self.fd >= 0:
             self.checkpoint()  # the index file of the segment it leaves, final
             self.worker.retire(self.fd)  # fsynced (before any waiter is answered), then closed

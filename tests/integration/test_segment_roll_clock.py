@@ -99,3 +99,21 @@ async def test_no_jitter_by_default(tmp_path: Path) -> None:
         assert (jitter["value"], jitter["config_source"]) == ("0", DEFAULT_CONFIG)
         hours = (await describe(wire, 4, "0"))["log.roll.jitter.hours"]
         assert (hours["value"], hours["config_source"]) == ("0", DEFAULT_CONFIG)
+
+
+async def test_a_segment_found_at_start_up_gets_a_jitter(tmp_path: Path) -> None:
+    first = now_ms() - 2 * SEGMENT_MS
+    async with (
+        running_server(data_dir=tmp_path, log_level="warning") as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        await create_topic(wire, TOPIC, 1, {"segment.ms": str(SEGMENT_MS)})
+        assert await produce(wire, first) == 0
+    async with (
+        running_server(data_dir=tmp_path, log_level="warning", log_roll_jitter_hours=1) as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        # one millisecond short of segment.ms past the first batch written before the
+        # restart: only the jitter drawn for the loaded segment rolls it
+        assert await produce(wire, first + SEGMENT_MS - 1) == 1
+        assert segments(tmp_path) == [f"{0:020d}.log", f"{1:020d}.log"]
