@@ -32,13 +32,16 @@ from kgroupd.protocol.errors import ErrorCode
 
 def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUESTED) -> Fields:
     node = ctx.broker.node_id
+    nodes = ctx.broker.nodes  # --nodes N > 1: leaders spread over them
     return {
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.name in ctx.broker.topics.internal,
         "partitions": [
-            {
+            nodes.partition_entry(topic.name, i)
+            if nodes is not None
+            else {
                 "error_code": 0,
                 "partition_index": i,
                 "leader_id": node,
@@ -62,13 +65,16 @@ def transaction_state_entry(ctx: RequestContext, ops: int = NOT_REQUESTED) -> Fi
     is derived from the cluster id, so it is stable across restarts."""
     broker = ctx.broker
     node = broker.node_id
+    nodes = broker.nodes
     return {
         "error_code": 0,
         "name": TRANSACTION_STATE,
         "topic_id": transaction_state_id(broker.cluster_id),
         "is_internal": True,
         "partitions": [
-            {
+            nodes.partition_entry(TRANSACTION_STATE, i)
+            if nodes is not None
+            else {
                 "error_code": 0,
                 "partition_index": i,
                 "leader_id": node,
@@ -153,17 +159,18 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
     cluster_ops = NOT_REQUESTED
     if req["include_cluster_authorized_operations"]:
         cluster_ops = authorized(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+    nodes = broker.nodes
+    if nodes is None:
+        brokers = [(broker.node_id, *ctx.advertised)]
+    else:  # --nodes N > 1: the live ones
+        brokers = nodes.brokers(ctx.advertised)
     return {
         "brokers": [
-            {
-                "node_id": broker.node_id,
-                "host": ctx.advertised[0],
-                "port": ctx.advertised[1],
-                "rack": None,
-            }
+            {"node_id": node, "host": host, "port": port, "rack": None}
+            for node, host, port in brokers
         ],
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.node_id if nodes is None else nodes.controller,
         "topics": entries,
         "cluster_authorized_operations": cluster_ops,
     }
