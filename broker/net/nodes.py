@@ -195,11 +195,13 @@ def _partitions(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes |
     ]
     errors: dict[tuple[int, int], tuple[ErrorCode, int, int]] = {}  # (topic#, index) -> error
     epochs = False
+    names: list[str | None] = []
     for ti, t in enumerate(req[r_topics]):
-        name = t.get(r_name)
+        name = t.get(r_name) or None  # absent from v13 of Produce and Fetch: by id
         if name is None and t.get("topic_id") is not None:
             found = topics.by_id(t["topic_id"])
             name = found.name if found is not None else None
+        names.append(name)
         for p in t[r_parts]:
             index = p[r_index]
             if name is None:
@@ -230,7 +232,7 @@ def _partitions(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes |
     leaders: set[int] = set()
     out = []
     for ti, t in enumerate(req[r_topics]):
-        name = t.get(r_name)
+        name = names[ti]
         entries = []
         for p in t[r_parts]:
             index = p[r_index]
@@ -254,7 +256,7 @@ def _partitions(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes |
                 entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
                 leaders.add(leader)
             entries.append(entry)
-        out.append({a_name: name, "topic_id": t.get("topic_id"), a_parts: entries})
+        out.append({a_name: t.get(r_name), "topic_id": t.get("topic_id"), a_parts: entries})
     answer: Fields = {a_topics: out}
     if spec.api_key in (0, 1):
         answer["node_endpoints"] = [
@@ -268,8 +270,8 @@ def _partitions(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes |
 # --- groups: routed to their coordinator ---------------------------------------------------
 
 
-def _group_ids(api_key: int, req: Fields) -> list[str]:
-    if api_key == 9 and req.get("groups") is not None and req.get("group_id") is None:
+def _group_ids(api_key: int, version: int, req: Fields) -> list[str]:
+    if api_key == 9 and version >= 8:
         return [g["group_id"] for g in req["groups"]]
     if api_key == 15:
         return list(req["groups"])
@@ -282,7 +284,7 @@ def _group_ids(api_key: int, req: Fields) -> list[str]:
 
 def _groups(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes | None:
     api_key = spec.api_key
-    groups = _group_ids(api_key, req)
+    groups = _group_ids(api_key, spec.version, req)
     nodes = conn.nodes
     if all(nodes.coordinator(0, g) == conn.node_id for g in groups):
         return None
