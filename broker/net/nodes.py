@@ -25,6 +25,8 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+import structlog
+
 from kgroupd.broker.net.connection import ConnectionHost, KafkaConnection
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.framing import FrameError, encode_response, parse_request_header, peek_api
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NodeConnection", "attach_nodes", "close_node", "listen_nodes", "node_factory"]
 
+log = structlog.get_logger("kgroupd.server")
 Fields = dict[str, Any]
 
 
@@ -150,8 +153,17 @@ async def listen_nodes(server: NodesHost, listener: Listener, port: int) -> None
         mine = replace(listener, port=want, advertised_port=advertised)
         bound = await server._listen(mine, k)
         server._servers.append(bound)
-        address = advertised_address(mine, bound.sockets[0].getsockname()[1])
+        bound_port = bound.sockets[0].getsockname()[1]
+        address = advertised_address(mine, bound_port)
         nodes.add_endpoint(listener.name, nodes.ids[k], address)
+        log.info(
+            "listening",
+            listener=listener.name,
+            host=listener.host,
+            port=bound_port,
+            advertised=f"{address[0]}:{address[1]}",
+            node_id=nodes.ids[k],
+        )
 
 
 def close_node(connections: set[KafkaConnection], node_id: int) -> None:
@@ -305,7 +317,19 @@ def _groups(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes | Non
                 ]
             }
         )
-    if api_key == 9 and spec.version >= 8:
+    if api_key == 9 and spec.version < 8:  # v0-v1 carry the error per partition only
+        topics = [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "error_code": code}
+                    for p in t["partition_indexes"]
+                ],
+            }
+            for t in req["topics"] or ()
+        ]
+        return spec.encode_response({"topics": topics, "error_code": code})
+    if api_key == 9:
         return spec.encode_response(
             {"groups": [{"group_id": g, "error_code": code, "topics": []} for g in groups]}
         )

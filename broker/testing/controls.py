@@ -94,6 +94,11 @@ class BrokerControls:
         log.info("test_node_up", **result)
         return result
 
+    def coordinator(self, group_id: str) -> int:
+        """The id of the node coordinating ``group_id`` now (as FindCoordinator answers)."""
+        nodes = self.broker.nodes
+        return self.broker.node_id if nodes is None else nodes.coordinator(0, group_id)
+
     def _nodes(self, node_id: Any) -> Nodes:
         if isinstance(node_id, bool) or not isinstance(node_id, (int, str)):
             raise BadControl(f"a node id is an integer, not {node_id!r}")
@@ -163,3 +168,7 @@ class ThreadControls:
 
     def node_up(self, node_id: int) -> dict[str, Any]:
         return self._call(self._controls.node_up, node_id)
+
+    def coordinator(self, group_id: str) -> int:
+        """The id of the node coordinating ``group_id`` now."""
+        return self._call(self._controls.coordinator, group_id)

@@ -40,7 +40,7 @@ from tests.support.kafka_wire import (
 )
 
 TOPIC, PARTITIONS = "spread", 6
-METADATA, FIND_COORDINATOR, HEARTBEAT = 3, 10, 12
+METADATA, OFFSET_FETCH, FIND_COORDINATOR, HEARTBEAT = 3, 9, 10, 12
 PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2
 
 
@@ -138,6 +138,22 @@ async def test_group_requests_go_to_the_coordinator_find_coordinator_names(
             answer = await c.request(HEARTBEAT, 4, body)
         expected = ErrorCode.UNKNOWN_MEMBER_ID if node == coordinator else ErrorCode.NOT_COORDINATOR
         assert answer["error_code"] == expected, node
+    wrong = next(port for node, port in by_node.items() if node != coordinator)
+    async with await WireClient.connect(wrong) as c:  # OffsetFetch: v1 per partition, v8 per group
+        old = await c.request(
+            OFFSET_FETCH,
+            1,
+            {"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": [0]}]},
+        )
+        new = await c.request(
+            OFFSET_FETCH,
+            8,
+            {"groups": [{"group_id": group, "topics": None}], "require_stable": False},
+        )
+    assert old["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_COORDINATOR
+    assert new["groups"] == [
+        {"group_id": group, "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
+    ]
 
 
 async def test_a_node_down_closes_refuses_and_moves_its_leadership_then_comes_back(
