@@ -33,15 +33,11 @@ from kgroupd.protocol.errors import ErrorCode
 def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUESTED) -> Fields:
     node = ctx.broker.node_id
     nodes = ctx.broker.nodes  # --nodes N > 1: leaders spread over them
-    return {
-        "error_code": 0,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.name in ctx.broker.topics.internal,
-        "partitions": [
-            nodes.partition_entry(topic.name, i)
-            if nodes is not None
-            else {
+    if nodes is not None:
+        partitions = [nodes.partition_entry(topic.name, i) for i in range(len(topic.partitions))]
+    else:
+        partitions = [
+            {
                 "error_code": 0,
                 "partition_index": i,
                 "leader_id": node,
@@ -51,7 +47,13 @@ def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUEST
                 "offline_replicas": [],
             }
             for i in range(len(topic.partitions))
-        ],
+        ]
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.name in ctx.broker.topics.internal,
+        "partitions": partitions,
         "topic_authorized_operations": operations,
     }
 
@@ -66,15 +68,24 @@ def transaction_state_entry(ctx: RequestContext, ops: int = NOT_REQUESTED) -> Fi
     broker = ctx.broker
     node = broker.node_id
     nodes = broker.nodes
+    if nodes is not None:
+        count = broker.config.transaction_partitions
+        partitions = [nodes.partition_entry(TRANSACTION_STATE, i) for i in range(count)]
+        return {
+            "error_code": 0,
+            "name": TRANSACTION_STATE,
+            "topic_id": transaction_state_id(broker.cluster_id),
+            "is_internal": True,
+            "partitions": partitions,
+            "topic_authorized_operations": ops,
+        }
     return {
         "error_code": 0,
         "name": TRANSACTION_STATE,
         "topic_id": transaction_state_id(broker.cluster_id),
         "is_internal": True,
         "partitions": [
-            nodes.partition_entry(TRANSACTION_STATE, i)
-            if nodes is not None
-            else {
+            {
                 "error_code": 0,
                 "partition_index": i,
                 "leader_id": node,
@@ -159,18 +170,26 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
     cluster_ops = NOT_REQUESTED
     if req["include_cluster_authorized_operations"]:
         cluster_ops = authorized(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+    brokers = [
+        {
+            "node_id": broker.node_id,
+            "host": ctx.advertised[0],
+            "port": ctx.advertised[1],
+            "rack": None,
+        }
+    ]
+    controller = broker.node_id
     nodes = broker.nodes
-    if nodes is None:
-        brokers = [(broker.node_id, *ctx.advertised)]
-    else:  # --nodes N > 1: the live ones
-        brokers = nodes.brokers(ctx.advertised)
-    return {
-        "brokers": [
+    if nodes is not None:  # --nodes N > 1: the live ones
+        brokers = [
             {"node_id": node, "host": host, "port": port, "rack": None}
-            for node, host, port in brokers
-        ],
+            for node, host, port in nodes.brokers(ctx.advertised)
+        ]
+        controller = nodes.controller
+    return {
+        "brokers": brokers,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id if nodes is None else nodes.controller,
+        "controller_id": controller,
         "topics": entries,
         "cluster_authorized_operations": cluster_ops,
     }
