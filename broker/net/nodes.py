@@ -16,7 +16,8 @@ the APIs a real cluster routes:
   passes goes on as usual; where it names a leader epoch the handlers (which know only epoch 0)
   see none.
 - to a group's coordinator (the classic and KIP-848 group APIs, offsets, TxnOffsetCommit): a
-  group this node does not coordinate is NOT_COORDINATOR, for the whole request.
+  group this node does not coordinate is NOT_COORDINATOR, for the whole request. ListGroups
+  lists the groups this node coordinates.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class NodesHost(ConnectionHost, Protocol):
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
+LIST_GROUPS = 16
 
 
 class NodeConnection(KafkaConnection):
@@ -101,7 +103,22 @@ class NodeConnection(KafkaConnection):
                     if answer is _UNANSWERED:
                         return None
                     return encode_response(corr, answer, spec.response_header_v1)
+            elif api_key == LIST_GROUPS:
+                return self._own_groups(super()._dispatch(frame), version, corr)
         return super()._dispatch(frame)
+
+    def _own_groups(self, answer: Any, version: int, corr: int) -> Any:
+        """ListGroups: the groups this node coordinates (a client asks every node)."""
+        spec = lookup(LIST_GROUPS, version)
+        if type(answer) is not bytes or spec is None:
+            return answer
+        start = 9 if spec.response_header_v1 else 8  # size, correlation id, tagged fields
+        body = spec.decode_response(answer, start)
+        mine = self.node_id
+        body["groups"] = [
+            g for g in body["groups"] if self.nodes.coordinator(0, g["group_id"]) == mine
+        ]
+        return encode_response(corr, spec.encode_response(body), spec.response_header_v1)
 
 
 def attach_nodes(server: NodesHost, broker: Broker) -> Nodes:

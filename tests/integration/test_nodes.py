@@ -40,7 +40,8 @@ from tests.support.kafka_wire import (
 )
 
 TOPIC, PARTITIONS = "spread", 6
-METADATA, OFFSET_FETCH, FIND_COORDINATOR, HEARTBEAT = 3, 9, 10, 12
+METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, HEARTBEAT = 3, 8, 9, 10, 12
+LIST_GROUPS = 16
 PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2
 
 
@@ -150,6 +151,41 @@ async def test_group_requests_go_to_the_coordinator_find_coordinator_names(
             8,
             {"groups": [{"group_id": group, "topics": None}], "require_stable": False},
         )
+    listed = {}  # ListGroups: each node lists the groups it coordinates
+    owners = {
+        g: 1 + partition_for(g, server.config.offsets_partitions) % 3
+        for g in (f"listed-{n}" for n in range(6))
+    }
+    for g, owner in owners.items():  # a commit makes a group, at its coordinator
+        async with await WireClient.connect(by_node[owner]) as c:
+            committed = await c.request(
+                OFFSET_COMMIT,
+                2,
+                {
+                    "group_id": g,
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "retention_time_ms": -1,
+                    "topics": [
+                        {
+                            "name": TOPIC,
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "committed_offset": 0,
+                                    "committed_metadata": "",
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
+        assert committed["topics"][0]["partitions"][0]["error_code"] == 0
+    for node, port in by_node.items():
+        async with await WireClient.connect(port) as c:
+            answer = await c.request(LIST_GROUPS, 4, {"states_filter": []})
+        listed[node] = sorted(g["group_id"] for g in answer["groups"])
+    assert listed == {n: sorted(g for g, o in owners.items() if o == n) for n in by_node}
     assert old["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_COORDINATOR
     assert new["groups"] == [
         {"group_id": group, "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
