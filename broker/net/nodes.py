@@ -271,7 +271,7 @@ def _partitions(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes |
             if spec.api_key == 0:
                 entry.update(base_offset=-1, record_errors=[])
             elif spec.api_key == 1:
-                entry.update(high_watermark=-1, records=None, aborted_transactions=None)
+                entry.update(high_watermark=-1, records=b"", aborted_transactions=None)
                 if refused is None and name is not None:
                     log = topics.partition(name, index)
                     if log is not None:  # served here: no records this time

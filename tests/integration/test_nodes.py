@@ -5,7 +5,8 @@ request to one that does not coordinate the group NOT_COORDINATOR (FindCoordinat
 right node); a node taken down closes its connections, refuses new ones, and its leaderships
 move (leader epochs bumped) until it comes back; the controls' bad requests answered 400 with
 the reason, and 404 without --test-controls; an aiokafka producer and consumer across a node
-down and up; kafkajs reading Metadata of three nodes. The Java consumer whose coordinator goes
+down and up; a librdkafka consumer (confluent-kafka) whose coordinator goes down and comes
+back; kafkajs reading Metadata of three nodes. The Java consumer whose coordinator goes
 down is in test_nodes_java.py."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import json
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
 
 from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.coordinator.placement import partition_for
@@ -256,6 +260,7 @@ async def test_a_fetch_of_partitions_of_two_leaders_is_answered_for_both(
     assert (first["error_code"], first["high_watermark"]) == (0, 1)
     assert second["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert second["current_leader"] == {"leader_id": 2, "leader_epoch": 0}
+    assert second["records"] == b""  # empty, not null: librdkafka refuses a null record set
 
 
 @pytest.mark.parametrize(
@@ -372,6 +377,54 @@ async def test_aiokafka_produces_and_consumes_across_a_node_down_and_up(
         await producer.stop()
     assert sorted(seen) == sorted(f"{r}-{i}".encode() for r in "abc" for i in range(18))
     assert committed == dict.fromkeys(range(PARTITIONS), 9)  # 3 rounds of 3 records each
+
+
+def test_librdkafka_consumes_and_commits_across_its_coordinator_going_down(
+    threaded: ThreadedBroker,
+) -> None:
+    bootstrap = threaded.bootstrap_all
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "nodes-rdkafka",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    seen: list[bytes] = []
+
+    def send_round(name: str) -> None:
+        for i in range(PARTITIONS * 2):
+            producer.produce(TOPIC, f"{name}-{i}".encode(), partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
+
+    def read_until(count: int) -> None:
+        deadline = time.monotonic() + 60  # a bound for a broken run, not a timing check
+        while len(seen) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value())
+        consumer.commit(asynchronous=False)
+
+    try:
+        send_round("a")
+        read_until(12)
+        coordinator = threaded.controls.coordinator("nodes-rdkafka")
+        threaded.controls.node_down(coordinator)
+        send_round("b")
+        read_until(24)
+        threaded.controls.node_up(coordinator)
+        send_round("c")
+        read_until(36)
+        committed = consumer.committed(
+            [ConfluentPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30
+        )
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted(f"{r}-{i}".encode() for r in "abc" for i in range(12))
+    assert [tp.offset for tp in committed] == [6] * PARTITIONS  # 3 rounds of 2 records each
 
 
 def install_modules() -> Path:
