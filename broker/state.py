@@ -25,6 +25,7 @@ from kgroupd.broker.telemetry import ClientTelemetry
 from kgroupd.broker.throttle import Throttle
 
 if TYPE_CHECKING:
+    from kgroupd.broker.nodes import Nodes
     from kgroupd.broker.stats import BrokerStats
     from kgroupd.broker.storage.durability import Durability
 
@@ -79,6 +80,8 @@ class Broker:
         # --test-controls: API key -> the injected-error hook (kgroupd.broker.testing.faults);
         # empty unless an error is pending
         self.injected: dict[int, Any] = {}
+        # --nodes N > 1: the simulated nodes (kgroupd.broker.nodes); None: one node
+        self.nodes: Nodes | None = None
 
     def state_synced(self) -> asyncio.Future[None] | None:
         """After a coordinator write: a future for it being durable (fsync=always), or None."""

@@ -64,6 +64,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     super_users: str | None = None  # Kafka: super.users
     allow_everyone_if_no_acl_found: bool = False
     node_id: int = 0
+    nodes: int = 1  # --nodes: simulated nodes served by this process (kgroupd.broker.nodes)
     cluster_id: str | None = None
     data_dir: str | None = None
     log_format: str | None = None  # json | console; None: json off a TTY
@@ -186,6 +187,13 @@ def _bytes_or_unbounded(text: str) -> int | None:
     return at_least_one(text)
 
 
+def _node_count(text: str) -> int:
+    value = at_least_one(text)
+    if value > 16:
+        raise argparse.ArgumentTypeError("must be from 1 to 16")
+    return value
+
+
 def _topic_spec(text: str) -> TopicSpec:
     from kgroupd.broker.log.topics import TopicError, validate_topic_name
 
@@ -236,6 +244,14 @@ _OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
         "SSL, SASL_PLAINTEXT and SASL_SSL to themselves)",
     ),
     ("--node-id", "node_id", non_negative, "this broker's node id"),
+    (
+        "--nodes",
+        "nodes",
+        _node_count,
+        "serve N simulated nodes (1-16) with ids from --node-id, each on its own port of each "
+        "listener (the next ports, or free ports for port 0), for testing failover with "
+        "--test-controls (docs/testing.md); one data store, no replication",
+    ),
     (
         "--cluster-id",
         "cluster_id",

@@ -66,14 +66,17 @@ def handle_describe_cluster(ctx: RequestContext, req: Fields) -> Fields:
             else authorized(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
         )
     broker = ctx.broker
-    host, port = ctx.advertised
+    nodes = broker.nodes  # --nodes N > 1: the live ones
+    brokers = (
+        [(broker.node_id, *ctx.advertised)] if nodes is None else nodes.brokers(ctx.advertised)
+    )
     return {
         "error_code": 0,
         "error_message": None,
         "endpoint_type": BROKER_ENDPOINT,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": host, "port": port, "rack": None}],
+        "controller_id": broker.node_id if nodes is None else nodes.controller,
+        "brokers": [{"broker_id": n, "host": h, "port": p, "rack": None} for n, h, p in brokers],
         "cluster_authorized_operations": ops,
     }
 

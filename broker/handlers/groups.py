@@ -99,13 +99,17 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
             "host": "",
             "port": -1,
         }
+    node, (host, port) = broker.node_id, ctx.advertised
+    if broker.nodes is not None and key_type in (0, 1):  # --nodes N > 1: the key's node
+        node = broker.nodes.coordinator(key_type, key)
+        host, port = broker.nodes.address(ctx.advertised, node)
     return {
         "key": key,
         "error_code": 0,
         "error_message": None,
-        "node_id": broker.node_id,
-        "host": ctx.advertised[0],
-        "port": ctx.advertised[1],
+        "node_id": node,
+        "host": host,
+        "port": port,
     }
 
 

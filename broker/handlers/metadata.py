@@ -32,12 +32,11 @@ from kgroupd.protocol.errors import ErrorCode
 
 def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUESTED) -> Fields:
     node = ctx.broker.node_id
-    return {
-        "error_code": 0,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.name in ctx.broker.topics.internal,
-        "partitions": [
+    nodes = ctx.broker.nodes  # --nodes N > 1: leaders spread over them
+    if nodes is not None:
+        partitions = [nodes.partition_entry(topic.name, i) for i in range(len(topic.partitions))]
+    else:
+        partitions = [
             {
                 "error_code": 0,
                 "partition_index": i,
@@ -48,7 +47,13 @@ def topic_entry(ctx: RequestContext, topic: Topic, operations: int = NOT_REQUEST
                 "offline_replicas": [],
             }
             for i in range(len(topic.partitions))
-        ],
+        ]
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.name in ctx.broker.topics.internal,
+        "partitions": partitions,
         "topic_authorized_operations": operations,
     }
 
@@ -62,6 +67,18 @@ def transaction_state_entry(ctx: RequestContext, ops: int = NOT_REQUESTED) -> Fi
     is derived from the cluster id, so it is stable across restarts."""
     broker = ctx.broker
     node = broker.node_id
+    nodes = broker.nodes
+    if nodes is not None:
+        count = broker.config.transaction_partitions
+        partitions = [nodes.partition_entry(TRANSACTION_STATE, i) for i in range(count)]
+        return {
+            "error_code": 0,
+            "name": TRANSACTION_STATE,
+            "topic_id": transaction_state_id(broker.cluster_id),
+            "is_internal": True,
+            "partitions": partitions,
+            "topic_authorized_operations": ops,
+        }
     return {
         "error_code": 0,
         "name": TRANSACTION_STATE,
@@ -153,17 +170,26 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
     cluster_ops = NOT_REQUESTED
     if req["include_cluster_authorized_operations"]:
         cluster_ops = authorized(ctx, ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+    brokers = [
+        {
+            "node_id": broker.node_id,
+            "host": ctx.advertised[0],
+            "port": ctx.advertised[1],
+            "rack": None,
+        }
+    ]
+    controller = broker.node_id
+    nodes = broker.nodes
+    if nodes is not None:  # --nodes N > 1: the live ones
+        brokers = [
+            {"node_id": node, "host": host, "port": port, "rack": None}
+            for node, host, port in nodes.brokers(ctx.advertised)
+        ]
+        controller = nodes.controller
     return {
-        "brokers": [
-            {
-                "node_id": broker.node_id,
-                "host": ctx.advertised[0],
-                "port": ctx.advertised[1],
-                "rack": None,
-            }
-        ],
+        "brokers": brokers,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": controller,
         "topics": entries,
         "cluster_authorized_operations": cluster_ops,
     }

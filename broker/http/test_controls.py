@@ -4,6 +4,7 @@
     POST /api/test/clock                        {"advance_ms": N}
     POST /api/test/groups/{group}/rebalance
     POST /api/test/groups/{group}/members/{member}/expire
+    GET /api/test/nodes, POST /api/test/nodes/{id}/down, POST /api/test/nodes/{id}/up
 
 The logic is ``kgroupd.broker.testing.controls``; the contract is in docs/testing.md."""
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from kgroupd.broker.nodes import NodesError
 from kgroupd.broker.testing.controls import BadControl, ControlRefused
 
 if TYPE_CHECKING:
@@ -34,6 +36,9 @@ class TestControlsApi:
         app.router.add_post("/api/test/clock", self._clock)
         app.router.add_post("/api/test/groups/{group}/rebalance", self._rebalance)
         app.router.add_post("/api/test/groups/{group}/members/{member}/expire", self._expire)
+        app.router.add_get("/api/test/nodes", self._nodes)
+        app.router.add_post("/api/test/nodes/{node}/down", self._down)
+        app.router.add_post("/api/test/nodes/{node}/up", self._up)
 
     def _ready(self) -> BrokerControls:
         controls = self._controls()
@@ -66,6 +71,17 @@ class TestControlsApi:
         group, member = request.match_info["group"], request.match_info["member"]
         return _run(lambda: controls.expire_member(group, member))
 
+    async def _nodes(self, _request: web.Request) -> web.Response:
+        return web.json_response({"nodes": self._ready().nodes()})
+
+    async def _down(self, request: web.Request) -> web.Response:
+        controls = self._ready()
+        return _run(lambda: controls.node_down(request.match_info["node"]))
+
+    async def _up(self, request: web.Request) -> web.Response:
+        controls = self._ready()
+        return _run(lambda: controls.node_up(request.match_info["node"]))
+
 
 async def _body(request: web.Request) -> Any:
     text = await request.text()
@@ -83,6 +99,6 @@ def _run(control: Callable[[], Any]) -> web.Response:
         result = control()
     except BadControl as exc:
         return web.json_response({"error": "INVALID_REQUEST", "reason": str(exc)}, status=400)
-    except ControlRefused as exc:
+    except (ControlRefused, NodesError) as exc:
         return web.json_response({"error": exc.error, "reason": exc.reason}, status=exc.status)
     return web.json_response(result)

@@ -149,12 +149,18 @@ class KafkaServer:
                 broker.durability.worker.timed = self.stats.fsync.observe
         broker.coordinator.set_events(events)
         log_loaded(self.config, broker, time.monotonic() - began)
+        if self.config.nodes > 1:  # --nodes: connections of kgroupd.broker.net.nodes
+            from kgroupd.broker.net.nodes import attach_nodes, listen_nodes
+
+            attach_nodes(self, broker)
         try:
             for listener in listeners:
                 server = await self._listen(listener)
                 port = server.sockets[0].getsockname()[1]
                 self._servers.append(server)
                 self.bound.append((listener, port, advertised_address(listener, port)))
+                if broker.nodes is not None:
+                    await listen_nodes(self, listener, port)
         except OSError as exc:
             for server in self._servers:
                 server.close()
@@ -187,30 +193,38 @@ class KafkaServer:
                 cluster_id=self.broker.cluster_id,
             )
 
-    async def _listen(self, listener: Listener) -> asyncio.base_events.Server | Acceptor:
+    async def _listen(
+        self, listener: Listener, node: int = 0
+    ) -> asyncio.base_events.Server | Acceptor:
         limit = self.config.max_connections
-        sock = self._sockets.pop(listener.name, None)
+        factory = self._factory(listener, node)
+        sock = self._sockets.pop(listener.name, None) if node == 0 else None
         if sock is not None:
             if limit is not None:
-                return Acceptor(sock, self._factory(listener), self.connections, limit)
+                return Acceptor(sock, factory, self.connections, limit)
             return await asyncio.get_running_loop().create_server(
-                self._factory(listener), sock=sock, backlog=BACKLOG
+                factory, sock=sock, backlog=BACKLOG
             )
         if limit is not None:
             return await Acceptor.bind(
-                listener.host, listener.port, self._factory(listener), self.connections, limit
+                listener.host, listener.port, factory, self.connections, limit
             )
         return await asyncio.get_running_loop().create_server(
-            self._factory(listener),
+            factory,
             listener.host or None,
             listener.port,
             reuse_address=True,
             backlog=BACKLOG,
         )
 
-    def _factory(self, listener: Listener) -> Callable[[], asyncio.BaseProtocol]:
+    def _factory(self, listener: Listener, node: int = 0) -> Callable[[], asyncio.BaseProtocol]:
         def connection() -> KafkaConnection:
             return KafkaConnection(self, self._advertised_for(listener), listener.protocol)
+
+        if self._broker is not None and self._broker.nodes is not None:
+            from kgroupd.broker.net.nodes import node_factory
+
+            connection = node_factory(self, listener, self._broker.nodes, node)
 
         context = self._tls
         if listener.protocol in TLS_PROTOCOLS and context is not None:

@@ -133,6 +133,17 @@ class ThreadedBroker:
         return next(iter(self.bootstraps.values()))
 
     @property
+    def bootstrap_all(self) -> str:
+        """Every node's address on the first listener, comma-separated (``--nodes N``; with
+        one node, ``bootstrap``): what clients need to reach the cluster when a node is down."""
+        assert self.server is not None, "not running"
+        nodes = self.server.broker.nodes
+        if nodes is None:
+            return self.bootstrap
+        first = self.server.bound[0][0].name
+        return ",".join(f"{host}:{port}" for host, port in nodes.endpoints[first])
+
+    @property
     def http(self) -> str:
         """``http://host:port`` of the HTTP listener (the test controls are under /api/test)."""
         assert self.server is not None and self.server.http is not None, "no HTTP listener"
@@ -146,6 +157,7 @@ class ThreadedBroker:
         broker.controls.advance_clock(46_000)        # sessions of 45 s expire now
         broker.controls.rebalance("my-group")
         broker.controls.expire_member("my-group", member_id)
+        broker.controls.node_down(1)                 # with nodes=N: a node fails
         """
         server = self.server
         assert server is not None and self._loop is not None, "not running"

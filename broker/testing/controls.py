@@ -17,6 +17,7 @@ from kgroupd.broker.testing.faults import BadControl, ErrorInjector
 
 if TYPE_CHECKING:
     from kgroupd.broker.coordinator.timers import LoopTimers
+    from kgroupd.broker.nodes import Nodes
     from kgroupd.broker.state import Broker
 
 __all__ = ["BadControl", "BrokerControls", "ControlRefused", "ThreadControls"]
@@ -72,6 +73,47 @@ class BrokerControls:
     def expire_member(self, group_id: str, member_id: str) -> dict[str, Any]:
         return expire_member(self.broker.coordinator, group_id, member_id)
 
+    # --- /api/test/nodes (--nodes N) -------------------------------------------------------
+    def nodes(self) -> list[dict[str, Any]]:
+        nodes = self.broker.nodes
+        if nodes is None:
+            b = self.broker
+            address = f"{b.advertised_host}:{b.advertised_port}"
+            return [{"id": b.node_id, "up": True, "listeners": {"*": address}}]
+        return nodes.view()
+
+    def node_down(self, node_id: Any) -> dict[str, Any]:
+        """The node's connections close, it takes no new ones; its partitions' leadership
+        and its groups' coordination move to the live nodes."""
+        result = self._nodes(node_id).set_down(int(node_id))
+        log.info("test_node_down", **result)
+        return result
+
+    def node_up(self, node_id: Any) -> dict[str, Any]:
+        result = self._nodes(node_id).set_up(int(node_id))
+        log.info("test_node_up", **result)
+        return result
+
+    def coordinator(self, group_id: str) -> int:
+        """The id of the node coordinating ``group_id`` now (as FindCoordinator answers)."""
+        nodes = self.broker.nodes
+        return self.broker.node_id if nodes is None else nodes.coordinator(0, group_id)
+
+    def _nodes(self, node_id: Any) -> Nodes:
+        if isinstance(node_id, bool) or not isinstance(node_id, (int, str)):
+            raise BadControl(f"a node id is an integer, not {node_id!r}")
+        if isinstance(node_id, str) and not node_id.lstrip("-").isdigit():
+            raise BadControl(f"a node id is an integer, not {node_id!r}")
+        nodes = self.broker.nodes
+        if nodes is None:
+            raise ControlRefused(
+                409,
+                "INVALID_REQUEST",
+                "this broker serves one node: start it with --nodes N (2 to 16) to take nodes "
+                "down and up",
+            )
+        return nodes
+
 
 class ThreadControls:
     """The controls of a broker running on another thread (``ThreadedBroker.controls``):
@@ -115,3 +157,18 @@ class ThreadControls:
 
     def expire_member(self, group_id: str, member_id: str) -> dict[str, Any]:
         return self._call(self._controls.expire_member, group_id, member_id)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Every node (``--nodes N``): its id, whether it is up, its address per listener."""
+        return self._call(self._controls.nodes)
+
+    def node_down(self, node_id: int) -> dict[str, Any]:
+        """Take a node down: its connections close, its leadership and groups move."""
+        return self._call(self._controls.node_down, node_id)
+
+    def node_up(self, node_id: int) -> dict[str, Any]:
+        return self._call(self._controls.node_up, node_id)
+
+    def coordinator(self, group_id: str) -> int:
+        """The id of the node coordinating ``group_id`` now."""
+        return self._call(self._controls.coordinator, group_id)

@@ -22,6 +22,11 @@ them on; ``broker.controls`` for one of ``kgroupd_broker``'s)::
         kgroupd_controls.inject_error("Produce", "NOT_LEADER_OR_FOLLOWER", count=3)
         kgroupd_controls.advance_clock(46_000)   # sessions of 45 s expire now
 
+    def test_failover(kgroupd_broker):
+        broker = kgroupd_broker(nodes=3)         # three simulated nodes, one process
+        ...                                      # clients on broker.bootstrap_all
+        broker.controls.node_down(broker.controls.coordinator("my-group"))
+
 ``kgroupd_session_broker``: the session's ``ThreadedBroker`` itself (``.http`` is the base
 URL of its HTTP listener, where the same controls are under ``/api/test``; docs/testing.md).
 """

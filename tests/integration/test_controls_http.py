@@ -64,6 +64,9 @@ PATHS = [
     ("POST", "/api/test/clock", {"advance_ms": 1000}),
     ("POST", "/api/test/groups/g/rebalance", None),
     ("POST", "/api/test/groups/g/members/m/expire", None),
+    ("GET", "/api/test/nodes", None),
+    ("POST", "/api/test/nodes/0/down", None),
+    ("POST", "/api/test/nodes/0/up", None),
 ]
 
 

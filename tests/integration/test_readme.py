@@ -1,6 +1,7 @@
 """The README and docs/ tell the truth: the README's first steps run as written against a real
 broker and print what the README says they print, the script it shows is the one in
-``examples/``, and every relative link (and every repository path named in backticks) of
+``examples/``, the tests its testing section shows are ``examples/test_with_kgroupd.py`` and
+pass, and every relative link (and every repository path named in backticks) of
 README.md, docs/*.md and assignors/README.md points at something that exists.
 
 The first steps run as the README's commands, one ``bash -c`` each from the repository's root,
@@ -52,6 +53,28 @@ def first_steps() -> tuple[list[str], str, str]:
 def test_the_script_shown_is_the_one_in_examples() -> None:
     _, _, script = first_steps()
     assert script == (REPO / "examples" / "first_steps.py").read_text()
+
+
+def readme_testing() -> tuple[str, str]:
+    """The README's testing section: its command and the test file it shows."""
+    blocks = fenced(section(README.read_text(), "Testing with kgroupd"))
+    assert [info for info, _ in blocks] == ["sh", "python"]
+    (_, command), (_, script) = blocks
+    return command.strip(), script
+
+
+def test_the_tests_shown_are_the_ones_in_examples() -> None:
+    assert readme_testing()[1] == (REPO / "examples" / "test_with_kgroupd.py").read_text()
+
+
+async def test_the_tests_shown_pass() -> None:
+    """The clock move and the coordinator failover of the README, run as it says."""
+    command, _ = readme_testing()
+    bin_dir = Path(sys.executable).parent
+    if bin_dir != REPO / ".venv" / "bin":
+        command = command.replace(".venv/bin/", f"{bin_dir}/")
+    code, out = await run(command + " -p no:cacheprovider")
+    assert code == 0 and "2 passed" in out, out
 
 
 async def run(command: str) -> tuple[int, str]:

@@ -1,0 +1,368 @@
+"""The connections of a simulated node (``--nodes N``, N > 1; the model is
+``kgroupd.broker.nodes``).
+
+With N > 1 the server makes ``NodeConnection``s (each knows its node, set at accept) in place
+of ``KafkaConnection``s; with one node (the default) none of this is imported and a request
+pays nothing for it. Before a request goes to the usual dispatch, ``NodeConnection`` checks
+the APIs a real cluster routes:
+
+- to a partition's leader (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch): a partition
+  this node does not lead is NOT_LEADER_OR_FOLLOWER (with the current leader where the
+  version has the field, KIP-951); a current leader epoch below the partition's is
+  FENCED_LEADER_EPOCH, above it UNKNOWN_LEADER_EPOCH. A Fetch answers the partitions it may
+  serve with no records this time (their offsets as they are), the others with their error;
+  the other APIs answer every partition of such a request with an error (NOT_LEADER_OR_FOLLOWER
+  for those led here), which clients retry after refreshing their metadata. A request that
+  passes goes on as usual; where it names a leader epoch the handlers (which know only epoch 0)
+  see none.
+- to a group's coordinator (the classic and KIP-848 group APIs, offsets, TxnOffsetCommit): a
+  group this node does not coordinate is NOT_COORDINATOR, for the whole request. ListGroups
+  lists the groups this node coordinates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from kgroupd.broker.net.connection import ConnectionHost, KafkaConnection
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.framing import FrameError, encode_response, parse_request_header, peek_api
+from kgroupd.protocol.messages import MessageSpec, lookup
+
+if TYPE_CHECKING:
+    from kgroupd.broker.config.listeners import Listener
+    from kgroupd.broker.nodes import Nodes
+    from kgroupd.broker.state import Broker
+
+__all__ = ["NodeConnection", "attach_nodes", "close_node", "listen_nodes", "node_factory"]
+
+log = structlog.get_logger("kgroupd.server")
+Fields = dict[str, Any]
+
+
+class NodesHost(ConnectionHost, Protocol):
+    """What the nodes need of the server (``KafkaServer``)."""
+
+    _servers: list[Any]
+
+    async def _listen(self, listener: Listener, node: int = 0) -> Any: ...
+
+
+NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
+LIST_GROUPS = 16
+
+
+class NodeConnection(KafkaConnection):
+    """A connection to one of the simulated nodes."""
+
+    def __init__(
+        self,
+        server: ConnectionHost,
+        advertised: tuple[str, int] | None,
+        protocol: str,
+        node_id: int,
+        nodes: Nodes,
+    ) -> None:
+        super().__init__(server, advertised, protocol)
+        self.node_id = node_id
+        self.nodes = nodes
+        self.log = self.log.bind(node=node_id)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.node_id in self.nodes.down:  # a node that is down takes no connection
+            self.closing = True
+            transport.close()
+            return
+        super().connection_made(transport)
+
+    def _dispatch(self, frame: bytes | bytearray) -> Any:
+        sasl = self.sasl
+        if sasl is None or (sasl.principal is not None and not sasl.raw_tokens):
+            try:
+                api_key, version, corr = peek_api(frame)
+            except FrameError:
+                return super()._dispatch(frame)
+            check = _CHECKS.get(api_key)
+            spec = lookup(api_key, version) if check is not None else None
+            if check is not None and spec is not None:
+                try:
+                    header = parse_request_header(frame, spec.flexible)
+                    request = spec.decode_request(frame, header.body_offset)
+                except Exception:
+                    return super()._dispatch(frame)  # it closes the connection as usual
+                answer = check(self, spec, request)
+                if answer is _PASS_WITHOUT_EPOCHS:  # the handlers know only epoch 0
+                    frame = frame[: header.body_offset] + spec.encode_request(request)
+                elif answer is not None:
+                    self.log.info("node_refused", api_key=api_key, node=self.node_id)
+                    if answer is _UNANSWERED:
+                        return None
+                    return encode_response(corr, answer, spec.response_header_v1)
+            elif api_key == LIST_GROUPS:
+                return self._own_groups(super()._dispatch(frame), version, corr)
+        return super()._dispatch(frame)
+
+    def _own_groups(self, answer: Any, version: int, corr: int) -> Any:
+        """ListGroups: the groups this node coordinates (a client asks every node)."""
+        spec = lookup(LIST_GROUPS, version)
+        if type(answer) is not bytes or spec is None:
+            return answer
+        start = 9 if spec.response_header_v1 else 8  # size, correlation id, tagged fields
+        body = spec.decode_response(answer, start)
+        mine = self.node_id
+        body["groups"] = [
+            g for g in body["groups"] if self.nodes.coordinator(0, g["group_id"]) == mine
+        ]
+        return encode_response(corr, spec.encode_response(body), spec.response_header_v1)
+
+
+def attach_nodes(server: NodesHost, broker: Broker) -> Nodes:
+    """``broker.nodes`` for ``--nodes N``; a node that goes down has its connections closed."""
+    from kgroupd.broker.nodes import Nodes
+
+    config = broker.config
+    topics = broker.topics
+    nodes = Nodes(
+        config.node_id,
+        config.nodes,
+        config.offsets_partitions,
+        config.transaction_partitions,
+        lambda: [(name, len(t.partitions)) for name, t in topics.topics.items()],
+    )
+    nodes.on_down.append(lambda node_id: close_node(server.connections, node_id))
+    broker.nodes = nodes
+    return nodes
+
+
+def node_factory(
+    server: NodesHost, listener: Listener, nodes: Nodes, k: int
+) -> Callable[[], KafkaConnection]:
+    """The connections accepted on the ``k``-th node's port of ``listener``."""
+    node_id = nodes.ids[k]
+
+    def connection() -> KafkaConnection:
+        row = nodes.endpoints.get(listener.name)
+        advertised = row[k] if row is not None and row[k][1] >= 0 else None
+        return NodeConnection(server, advertised, listener.protocol, node_id, nodes)
+
+    return connection
+
+
+async def listen_nodes(server: NodesHost, listener: Listener, port: int) -> None:
+    """The other nodes' ports of ``listener`` (its first node's is bound on ``port``): the
+    next ports after it, or free ports when it was given as 0; advertised as the first node's
+    advertised port plus the node's index when one is set, else as bound."""
+    from dataclasses import replace
+
+    from kgroupd.broker.config.listeners import advertised_address
+
+    nodes = server.broker.nodes
+    assert nodes is not None
+    nodes.add_endpoint(listener.name, nodes.ids[0], advertised_address(listener, port))
+    for k in range(1, len(nodes.ids)):
+        want = listener.port + k if listener.port else 0
+        advertised = listener.advertised_port + k if listener.advertised_port else None
+        mine = replace(listener, port=want, advertised_port=advertised)
+        bound = await server._listen(mine, k)
+        server._servers.append(bound)
+        bound_port = bound.sockets[0].getsockname()[1]
+        address = advertised_address(mine, bound_port)
+        nodes.add_endpoint(listener.name, nodes.ids[k], address)
+        log.info(
+            "listening",
+            listener=listener.name,
+            host=listener.host,
+            port=bound_port,
+            advertised=f"{address[0]}:{address[1]}",
+            node_id=nodes.ids[k],
+        )
+
+
+def close_node(connections: set[KafkaConnection], node_id: int) -> None:
+    """Close every connection of a node that went down."""
+    for conn in list(connections):
+        if isinstance(conn, NodeConnection) and conn.node_id == node_id:
+            conn._close(f"node {node_id} is down (test controls)", error=False)
+
+
+# --- partitions: routed to their leader ----------------------------------------------------
+
+_PASS_WITHOUT_EPOCHS = b"pass"  # a marker: go on, with the leader epochs taken out
+_UNANSWERED = b""  # a marker: acks=0, nothing to answer
+
+# api key -> (request: topics, name, partitions, index; response: the same four)
+_LAYOUT: dict[int, tuple[tuple[str, str, str, str], tuple[str, str, str, str]]] = {
+    0: (
+        ("topic_data", "name", "partition_data", "index"),
+        ("responses", "name", "partition_responses", "index"),
+    ),
+    1: (
+        ("topics", "topic", "partitions", "partition"),
+        ("responses", "topic", "partitions", "partition_index"),
+    ),
+    2: (
+        ("topics", "name", "partitions", "partition_index"),
+        ("topics", "name", "partitions", "partition_index"),
+    ),
+    23: (
+        ("topics", "topic", "partitions", "partition"),
+        ("topics", "topic", "partitions", "partition"),
+    ),
+}
+
+
+def _partitions(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes | None:
+    nodes = conn.nodes
+    topics = conn.broker.topics
+    (r_topics, r_name, r_parts, r_index), (a_topics, a_name, a_parts, a_index) = _LAYOUT[
+        spec.api_key
+    ]
+    errors: dict[tuple[int, int], tuple[ErrorCode, int, int]] = {}  # (topic#, index) -> error
+    epochs = False
+    names: list[str | None] = []
+    for ti, t in enumerate(req[r_topics]):
+        name = t.get(r_name) or None  # absent from v13 of Produce and Fetch: by id
+        if name is None and t.get("topic_id") is not None:
+            found = topics.by_id(t["topic_id"])
+            name = found.name if found is not None else None
+        names.append(name)
+        for p in t[r_parts]:
+            index = p[r_index]
+            if name is None:
+                continue  # an unknown topic: the handler answers it
+            leader = nodes.leader(index)
+            epoch = nodes.epoch(name, index)
+            current = p.get("current_leader_epoch", -1)
+            if leader != conn.node_id:
+                errors[ti, index] = (NOT_LEADER, leader, epoch)
+            elif current >= 0 and current != epoch:
+                code = (
+                    ErrorCode.FENCED_LEADER_EPOCH
+                    if current < epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH
+                )
+                errors[ti, index] = (code, leader, epoch)
+            elif current > 0:
+                epochs = True
+    if not errors:
+        if epochs:
+            for t in req[r_topics]:
+                for p in t[r_parts]:
+                    p["current_leader_epoch"] = -1
+            return _PASS_WITHOUT_EPOCHS
+        return None
+    if spec.api_key == 0 and req.get("acks") == 0:
+        return _UNANSWERED
+    leaders: set[int] = set()
+    out = []
+    for ti, t in enumerate(req[r_topics]):
+        name = names[ti]
+        entries = []
+        for p in t[r_parts]:
+            index = p[r_index]
+            refused = errors.get((ti, index))
+            code, leader, epoch = refused or (NOT_LEADER, -1, 0)
+            entry: Fields = {a_index: index, "error_code": int(code)}
+            if spec.api_key == 0:
+                entry.update(base_offset=-1, record_errors=[])
+            elif spec.api_key == 1:
+                entry.update(high_watermark=-1, records=b"", aborted_transactions=None)
+                if refused is None and name is not None:
+                    log = topics.partition(name, index)
+                    if log is not None:  # served here: no records this time
+                        entry.update(
+                            error_code=0,
+                            high_watermark=log.high_watermark,
+                            last_stable_offset=log.last_stable_offset,
+                            log_start_offset=log.log_start_offset,
+                        )
+            if spec.api_key in (0, 1) and code is NOT_LEADER and leader >= 0:
+                entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+                leaders.add(leader)
+            entries.append(entry)
+        out.append({a_name: t.get(r_name), "topic_id": t.get("topic_id"), a_parts: entries})
+    answer: Fields = {a_topics: out}
+    if spec.api_key in (0, 1):
+        answer["node_endpoints"] = [
+            {"node_id": n, "host": h, "port": port, "rack": None}
+            for n, h, port in nodes.brokers(conn.advertised)
+            if n in leaders
+        ]
+    return spec.encode_response(answer)
+
+
+# --- groups: routed to their coordinator ---------------------------------------------------
+
+
+def _group_ids(api_key: int, version: int, req: Fields) -> list[str]:
+    if api_key == 9 and version >= 8:
+        return [g["group_id"] for g in req["groups"]]
+    if api_key == 15:
+        return list(req["groups"])
+    if api_key == 42:
+        return list(req["groups_names"])
+    if api_key == 69:
+        return list(req["group_ids"])
+    return [req["group_id"]]
+
+
+def _groups(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes | None:
+    api_key = spec.api_key
+    groups = _group_ids(api_key, spec.version, req)
+    nodes = conn.nodes
+    if all(nodes.coordinator(0, g) == conn.node_id for g in groups):
+        return None
+    code = int(NOT_COORDINATOR)
+    if api_key in (8, 28):  # the errors are the partitions'
+        return spec.encode_response(
+            {
+                "topics": [
+                    {
+                        "name": t.get("name"),
+                        "topic_id": t.get("topic_id"),
+                        "partitions": [
+                            {"partition_index": p["partition_index"], "error_code": code}
+                            for p in t["partitions"]
+                        ],
+                    }
+                    for t in req["topics"]
+                ]
+            }
+        )
+    if api_key == 9 and spec.version < 8:  # v0-v1 carry the error per partition only
+        topics = [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "error_code": code}
+                    for p in t["partition_indexes"]
+                ],
+            }
+            for t in req["topics"] or ()
+        ]
+        return spec.encode_response({"topics": topics, "error_code": code})
+    if api_key == 9:
+        return spec.encode_response(
+            {"groups": [{"group_id": g, "error_code": code, "topics": []} for g in groups]}
+        )
+    if api_key in (15, 69):
+        return spec.encode_response(
+            {"groups": [{"group_id": g, "error_code": code, "members": []} for g in groups]}
+        )
+    if api_key == 42:
+        return spec.encode_response(
+            {"results": [{"group_id": g, "error_code": code} for g in groups]}
+        )
+    return spec.encode_error(code)
+
+
+Check = Callable[[NodeConnection, MessageSpec, Fields], bytes | None]
+_CHECKS: dict[int, Check] = {key: _partitions for key in _LAYOUT}
+# OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups,
+# TxnOffsetCommit, DeleteGroups, OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe
+_CHECKS.update(dict.fromkeys((8, 9, 11, 12, 13, 14, 15, 28, 42, 47, 68, 69), _groups))
