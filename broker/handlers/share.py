@@ -34,6 +34,7 @@ from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareServic
 from kgroupd.protocol.errors import ErrorCode
 
 DEFAULT_MAX_RECORDS = 500
+RECORD_LIMIT = 1  # ShareAcquireMode record-limit (0: batch-optimized)
 
 
 @handler(76)
@@ -164,6 +165,7 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     if epoch == FINAL_EPOCH or req["is_renew_ack"]:
         return when_durable(synced, _fetch_response(ctx, session, acks, {}, {}))
     max_records = req["max_records"] if req["max_records"] > 0 else DEFAULT_MAX_RECORDS
+    session.whole_batches = req.get("share_acquire_mode", 0) != RECORD_LIMIT
     ran = acquire_for(
         ctx.broker.share, ctx.broker.topics.by_id, session, max_records, req["max_bytes"]
     )

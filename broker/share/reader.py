@@ -17,13 +17,13 @@ which makes it on a reader thread and sends back the batches (as ``FetchPlan`` d
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterator, Sequence
 from typing import Any
 
 from kgroupd.broker.log.partition import PartitionLog, ReadWouldBlock
 from kgroupd.broker.log.topics import Topic
 from kgroupd.broker.log.txn import AbortedTxn
-from kgroupd.broker.share.partition import Acquired, SharePartition
+from kgroupd.broker.share.partition import Acquired
 from kgroupd.broker.share.service import ShareService, ShareSession
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.records import (
@@ -52,7 +52,8 @@ def acquire_for(
     max_bytes: int,
 ) -> Outcome | Coroutine[Any, Any, Outcome]:
     """Acquire for the session's member: the outcome at once, or a coroutine when a read must
-    be made off the loop."""
+    be made off the loop. In the session's batch-optimized acquire mode (Kafka's default) the
+    record limit may be passed to end at a batch's boundary."""
     steps = _steps(share, topics_by_id, session, max_records, max_bytes)
     try:
         wanted = next(steps)
@@ -104,58 +105,62 @@ def _steps(
             parts, _size = log.read_chunks(start, budget, True, below=upper, nowait=True)
         except ReadWouldBlock:
             parts, _size = yield log, start, budget, upper
-        batches = _batches(parts)
-        acquired = _acquire(sp, session.member_id, batches, log, read_committed, max_records)
+        seen: list[tuple[int, int, bytes | memoryview]] = []
+        ranges = _ranges(parts, seen, log, read_committed, start, upper)
+        acquired = sp.acquire(session.member_id, ranges, max_records, session.whole_batches)
         if not acquired:
             continue
         max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-        data = b"".join(bytes(d) for h, d in batches if _holds_any(h, acquired))
+        data = b"".join(_holding(seen, acquired))
         budget -= len(data)
         fetched[(topic_id, index)] = (data, acquired)
     return fetched, errors, logs
 
 
-def _batches(parts: Sequence[bytes | memoryview]) -> list[tuple[BatchHeader, bytes | memoryview]]:
-    """Every batch of what was read (a view read from the files may hold many)."""
-    out = []
-    for part in parts:
-        pos, end = 0, len(part)
-        while end - pos >= HEADER_SIZE:
-            header = parse_header(part, pos)
-            if pos + header.length > end:
-                break
-            out.append((header, part[pos : pos + header.length]))
-            pos += header.length
-    return out
-
-
-def _acquire(
-    sp: SharePartition,
-    member_id: str,
-    batches: list[tuple[BatchHeader, bytes | memoryview]],
+def _ranges(
+    parts: Sequence[bytes | memoryview],
+    seen: list[tuple[int, int, bytes | memoryview]],
     log: PartitionLog,
     read_committed: bool,
-    max_records: int,
-) -> list[Acquired]:
+    start: int,
+    upper: int,
+) -> Iterator[tuple[int, int, bool]]:
+    """The offset ranges of the batches read, each marked deliverable or not, parsed only as
+    far as the acquisition goes (it stops at its record limit); each batch parsed is put in
+    ``seen`` as (first offset, last offset, its bytes)."""
     aborted: list[AbortedTxn] = []
-    if read_committed and batches:
-        first = batches[0][0].base_offset
-        last = batches[-1][0].base_offset + batches[-1][0].last_offset_delta
-        aborted = [a for a in log.txn.aborted if a.last_offset >= first and a.first_offset <= last]
-    ranges: list[tuple[int, int, bool]] = []
-    for header, _data in batches:
-        base = header.base_offset
-        end = base + header.last_offset_delta
-        deliverable = not header.attributes & CONTROL_BIT
-        if deliverable and aborted and header.attributes & TRANSACTIONAL_BIT:
-            pid = header.producer_id
-            deliverable = not any(
-                a.producer_id == pid and a.first_offset <= base < a.last_offset for a in aborted
-            )
-        ranges.append((base, end, deliverable))
-    return sp.acquire(member_id, ranges, max_records)
+    if read_committed:
+        aborted = [a for a in log.txn.aborted if a.last_offset >= start and a.first_offset < upper]
+    for part in parts:
+        pos, size = 0, len(part)
+        while size - pos >= HEADER_SIZE:
+            header = parse_header(part, pos)
+            if pos + header.length > size:
+                break
+            base = header.base_offset
+            end = base + header.last_offset_delta
+            seen.append((base, end, part[pos : pos + header.length]))
+            pos += header.length
+            deliverable = not header.attributes & CONTROL_BIT
+            if deliverable and aborted and header.attributes & TRANSACTIONAL_BIT:
+                deliverable = not _aborted(header, aborted)
+            yield base, end, deliverable
 
 
-def _holds_any(header: BatchHeader, acquired: list[Acquired]) -> bool:
-    first, last = header.base_offset, header.base_offset + header.last_offset_delta
-    return any(a.first_offset <= last and a.last_offset >= first for a in acquired)
+def _aborted(header: BatchHeader, aborted: list[AbortedTxn]) -> bool:
+    pid, base = header.producer_id, header.base_offset
+    return any(a.producer_id == pid and a.first_offset <= base < a.last_offset for a in aborted)
+
+
+def _holding(
+    seen: list[tuple[int, int, bytes | memoryview]], acquired: list[Acquired]
+) -> Iterator[bytes | memoryview]:
+    """The batches holding acquired offsets (both lists in offset order)."""
+    k = 0
+    for first, last, data in seen:
+        while k < len(acquired) and acquired[k].last_offset < first:
+            k += 1
+        if k == len(acquired):
+            return
+        if acquired[k].first_offset <= last:
+            yield data

@@ -33,6 +33,9 @@ class ShareSession:
     member_id: str
     epoch: int  # the epoch the next request must carry
     partitions: set[TopicPartition] = field(default_factory=set)
+    # ShareFetch v2 ShareAcquireMode: 0 batch-optimized (whole batches, the record limit may
+    # be passed to end at a batch's boundary), 1 record-limit
+    whole_batches: bool = True
 
 
 def next_epoch(epoch: int) -> int:
