@@ -5,7 +5,9 @@ the acknowledgements it carries first (each partition's outcome in its acknowled
 its partitions to the session and drops the forgotten ones, then acquires records for the member
 from every session partition and answers the whole batches holding them with the acquired
 ranges and their delivery counts (the client keeps only the acquired records). With nothing to
-acquire it waits up to MaxWaitMs for new records. v2 adds RENEW acknowledgements (IsRenewAck).
+acquire it waits up to MaxWaitMs for new records. v2 adds RENEW acknowledgements (IsRenewAck: a
+renewing fetch must ask for nothing, and the group's share.renew.acknowledge.enable must allow
+them) and ShareAcquireMode (batch-optimized by default: whole batches are acquired).
 ShareAcknowledge applies acknowledgements only; epoch 0 is INVALID_SHARE_SESSION_EPOCH there.
 A session closed with epoch -1 releases what the member still holds. The reads
 (``kgroupd.broker.share.reader``) come from the cached tail or the segment files, up to the last
@@ -85,17 +87,24 @@ def _open(ctx: RequestContext, req: Fields, fetching: bool) -> ShareSession | Fi
             return _top_error(
                 ErrorCode.INVALID_REQUEST, "Acknowledge data is not allowed in the initial fetch."
             )
-    found = ctx.broker.share.session(group_id, member_id, epoch)
+    found = ctx.broker.share.session(group_id, member_id, epoch, ctx.closers)
     if isinstance(found, ErrorCode):
         return _top_error(found)
     return found
 
 
 def _acknowledge(
-    ctx: RequestContext, session: ShareSession, topics: list[Fields], renew_allowed: bool
+    ctx: RequestContext, session: ShareSession, topics: list[Fields], renew_allowed: bool | None
 ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Each partition's acknowledgements applied: its first error. RENEW needs IsRenewAck
+    (else INVALID_REQUEST) and the group's share.renew.acknowledge.enable (else, as Kafka,
+    INVALID_RECORD_STATE: the batch changes nothing)."""
     share = ctx.broker.share
     out: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    if renew_allowed and not share.configs.bool_value(
+        session.group_id, "share.renew.acknowledge.enable"
+    ):
+        renew_allowed = None  # the group refuses renewals: INVALID_RECORD_STATE
     for t in topics:
         topic = ctx.broker.topics.by_id(t["topic_id"])
         for p in t["partitions"]:
@@ -114,7 +123,11 @@ def _acknowledge(
             for b in batches:
                 types = list(b["acknowledge_types"])
                 if RENEW in types and not renew_allowed:
-                    got = ErrorCode.INVALID_REQUEST
+                    got = (
+                        ErrorCode.INVALID_REQUEST
+                        if renew_allowed is False
+                        else ErrorCode.INVALID_RECORD_STATE
+                    )
                 else:
                     got = sp.acknowledge(
                         session.member_id, b["first_offset"], b["last_offset"], types
@@ -153,6 +166,13 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
         and any(not p["acknowledgement_batches"] for t in req["topics"] for p in t["partitions"])
     ):
         return _top_error(ErrorCode.INVALID_REQUEST, "Fetching is not allowed in a final fetch.")
+    if req["is_renew_ack"] and (
+        req["max_wait_ms"] or req["min_bytes"] or req["max_bytes"] or req["max_records"]
+    ):  # as Kafka: a renewing fetch fetches nothing
+        return _top_error(
+            ErrorCode.INVALID_REQUEST,
+            "MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0 when IsRenewAck is set.",
+        )
     acks = _acknowledge(ctx, session, req["topics"], req["is_renew_ack"])
     synced = ctx.broker.share_synced() if acks else None
     for t in req["topics"]:

@@ -129,8 +129,8 @@ class SharePartition:
         self.start_moved = False
         self.track = False  # set when a store keeps the changes (else nothing is kept)
         self.changed: Callable[[SharePartition], None] = lambda _sp: None
-        # told when records became AVAILABLE again (a release, a lock that expired, a member
-        # gone): a share fetch waiting for records may take them now
+        # told when a fetch may acquire what it could not before (records AVAILABLE again
+        # after a release, a lock that expired or a member gone; the start offset moved)
         self.freed: Callable[[SharePartition], None] = lambda _sp: None
         self._freed = False
         # what happened to records, for the metrics (shared by a service's partitions)
@@ -423,6 +423,9 @@ class SharePartition:
             del runs[:k]
         if start != self.start_offset:
             self.start_moved = True
+            # the in-flight window moved: a fetch held back by the record lock limit may
+            # acquire new records now
+            self._freed = True
         self.start_offset = start
 
     def move_start(self, offset: int) -> None:
