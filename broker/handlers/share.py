@@ -34,6 +34,9 @@ from kgroupd.broker.share.partition import RENEW
 from kgroupd.broker.share.reader import Fetched, Outcome, acquire_for
 from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareService, ShareSession
 from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast.common import Chunks
+from kgroupd.protocol.fast.share import SharePartition as SharePartitionAnswer
+from kgroupd.protocol.fast.share import encode_share_fetch_response
 
 DEFAULT_MAX_RECORDS = 500
 RECORD_LIMIT = 1  # ShareAcquireMode record-limit (0: batch-optimized)
@@ -183,7 +186,7 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
             session.partitions.discard((t["topic_id"], index))
     ctx.broker.share.advance(session, epoch)
     if epoch == FINAL_EPOCH or req["is_renew_ack"]:
-        return when_durable(synced, _fetch_response(ctx, session, acks, {}, {}))
+        return _durable(synced, _fetch_response(ctx, session, acks, {}, {}))
     max_records = req["max_records"] if req["max_records"] > 0 else DEFAULT_MAX_RECORDS
     session.whole_batches = req.get("share_acquire_mode", 0) != RECORD_LIMIT
     ran = acquire_for(
@@ -193,7 +196,7 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
         return _after_reads(ctx, session, req, acks, ran, max_records, synced)
     fetched, errors, logs = ran
     if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
-        return when_durable(synced, _fetch_response(ctx, session, acks, fetched, errors))
+        return _durable(synced, _fetch_response(ctx, session, acks, fetched, errors))
     return _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
 
 
@@ -205,7 +208,7 @@ async def _after_reads(
     reads: Coroutine[Any, Any, Outcome],
     max_records: int,
     synced: asyncio.Future[None] | None,
-) -> Fields:
+) -> Chunks:
     """A fetch whose reads went to the segment files: answered once they are made (and its
     acknowledgements are on disk)."""
     fetched, errors, logs = await reads
@@ -223,7 +226,7 @@ async def _long_poll(
     max_bytes: int,
     max_wait_ms: int,
     logs: list[PartitionLog],
-) -> Fields:
+) -> Chunks:
     """Wait up to ``max_wait_ms`` for records to acquire: new ones in the logs, or ones made
     available again (released, their lock expired); a wake-up that finds nothing to take
     (another member took them first) waits on."""
@@ -269,36 +272,39 @@ def _leader(ctx: RequestContext) -> Fields:
     return {"current_leader": {"leader_id": ctx.broker.node_id, "leader_epoch": 0}}
 
 
+def _durable(synced: asyncio.Future[None] | None, reply: Chunks) -> Chunks | Reply:
+    """``reply`` now, or (joined) held until ``synced``: the fsync of its acknowledgements."""
+    return reply if synced is None else when_durable(synced, b"".join(reply))
+
+
 def _fetch_response(
     ctx: RequestContext,
     session: ShareSession,
     acks: dict[tuple[uuid.UUID, int], ErrorCode],
     fetched: Fetched,
     errors: dict[tuple[uuid.UUID, int], ErrorCode],
-) -> Fields:
-    partitions: dict[tuple[uuid.UUID, int], Fields] = {}
-    for key in {*acks, *fetched, *errors}:
-        data, acquired = fetched.get(key, (b"", []))
-        partitions[key] = {
-            "error_code": int(errors.get(key, ErrorCode.NONE)),
-            "acknowledge_error_code": int(acks.get(key, ErrorCode.NONE)),
-            "records": data,
-            "acquired_records": [
-                {
-                    "first_offset": a.first_offset,
-                    "last_offset": a.last_offset,
-                    "delivery_count": a.delivery_count,
-                }
-                for a in acquired
-            ],
-            **_leader(ctx),
-        }
-    return {
-        "error_code": 0,
-        "acquisition_lock_timeout_ms": ctx.broker.share.lock_duration_ms(session.group_id),
-        "responses": _group(partitions),
-        "node_endpoints": [],
-    }
+) -> Chunks:
+    """The answer, encoded by hand: the record batches go out as they are stored."""
+    by_topic: dict[uuid.UUID, list[SharePartitionAnswer]] = {}
+    for key in sorted({*acks, *fetched, *errors}):
+        batches, acquired = fetched.get(key, ((), []))
+        by_topic.setdefault(key[0], []).append(
+            (
+                key[1],
+                int(errors.get(key, ErrorCode.NONE)),
+                int(acks.get(key, ErrorCode.NONE)),
+                batches,
+                [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired],
+            )
+        )
+    return encode_share_fetch_response(
+        0,
+        None,
+        ctx.broker.share.lock_duration_ms(session.group_id),
+        list(by_topic.items()),
+        ctx.broker.node_id,
+        0,
+    )
 
 
 def _group(partitions: dict[tuple[uuid.UUID, int], Fields]) -> list[Fields]:

@@ -34,8 +34,12 @@ from kgroupd.protocol.records import (
     parse_header,
 )
 
+# a partition's read stops at max records x 1 KiB (1 MiB at least), or at the fetch's bytes
+READ_MIN_BYTES, READ_BYTES_PER_RECORD = 1 << 20, 1024
+
 TopicPartition = tuple[uuid.UUID, int]
-Fetched = dict[TopicPartition, tuple[bytes, list[Acquired]]]
+# the batches holding acquired records (as stored: never copied) and the acquired runs
+Fetched = dict[TopicPartition, tuple[list[bytes | memoryview], list[Acquired]]]
 Errors = dict[TopicPartition, ErrorCode]
 # (fetched, per-partition errors, the logs read: a long poll waits on them)
 Outcome = tuple[Fetched, Errors, list[PartitionLog]]
@@ -101,18 +105,20 @@ def _steps(
         start = sp.next_fetch_offset()
         if start >= upper:
             continue
+        # what the record limit could take, not the whole tail (a batch past it is not read)
+        want = min(budget, max(READ_MIN_BYTES, max_records * READ_BYTES_PER_RECORD))
         try:
-            parts, _size = log.read_chunks(start, budget, True, below=upper, nowait=True)
+            parts, _size = log.read_chunks(start, want, True, below=upper, nowait=True)
         except ReadWouldBlock:
-            parts, _size = yield log, start, budget, upper
+            parts, _size = yield log, start, want, upper
         seen: list[tuple[int, int, bytes | memoryview]] = []
         ranges = _ranges(parts, seen, log, read_committed, start, upper)
         acquired = sp.acquire(session.member_id, ranges, max_records, session.whole_batches)
         if not acquired:
             continue
         max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-        data = b"".join(_holding(seen, acquired))
-        budget -= len(data)
+        data = list(_holding(seen, acquired))
+        budget -= sum(len(d) for d in data)
         fetched[(topic_id, index)] = (data, acquired)
     return fetched, errors, logs
 
