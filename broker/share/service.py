@@ -2,9 +2,10 @@
 and the share sessions (Kafka's ShareSessionCache), built on first use from the broker's timers.
 
 Share sessions, as Kafka keys and checks them: one per (group, member). Epoch 0 opens a session
-(replacing the member's previous one), -1 closes it (what the member holds is released), and any
-other epoch must be the session's next one: no session is SHARE_SESSION_NOT_FOUND, another epoch
-INVALID_SHARE_SESSION_EPOCH. The epoch after 2**31-1 is 1.
+(replacing the member's previous one, whose records stay the member's), -1 closes it (what the
+member holds is released), and any other epoch must be the session's next one: no session is
+SHARE_SESSION_NOT_FOUND, another epoch INVALID_SHARE_SESSION_EPOCH. The epoch after 2**31-1
+is 1.
 
 As Kafka's ShareSessionCache, a session belongs to the connection that opened it: when that
 connection closes, the session goes and what its member holds is released (its records are
@@ -98,8 +99,8 @@ class ShareService:
             old = self.sessions.get(key)
             if old is None and len(self.sessions) >= self.max_sessions:
                 return ErrorCode.SHARE_SESSION_LIMIT_REACHED
-            if old is not None:
-                self._end(old)
+            if old is not None:  # replaced: the member keeps what it holds (as in Kafka)
+                self._end(old, release=False)
             session = self.sessions[key] = ShareSession(group_id, member_id, 1)
             if closers is not None:
                 session.connection = closers
@@ -124,9 +125,9 @@ class ShareService:
         else:
             session.epoch = next_epoch(epoch)
 
-    def _end(self, session: ShareSession) -> None:
-        """The session goes (closed, replaced, its connection or its member gone): what its
-        member holds is released."""
+    def _end(self, session: ShareSession, release: bool = True) -> None:
+        """The session goes (closed, its connection or its member gone: what its member holds
+        is released; replaced by a new one at epoch 0: not)."""
         key = (session.group_id, session.member_id)
         if self.sessions.get(key) is session:
             del self.sessions[key]
@@ -134,7 +135,8 @@ class ShareService:
             opened = self._by_connection.get(id(session.connection))
             if opened is not None:
                 opened.discard(key)
-        self.release(session.group_id, session.member_id)
+        if release:
+            self.release(session.group_id, session.member_id)
 
     def connection_closed(self, closers: list[Callable[[], None]]) -> None:
         """The connection whose ``closers`` these are closed: the sessions it opened end."""
