@@ -421,6 +421,8 @@ class SharePartition:
             k += 1
         if k:
             del runs[:k]
+        # (restored runs may have carried the start past what was ever acquired)
+        self.end_offset = max(self.end_offset, start)
         if start != self.start_offset:
             self.start_moved = True
             # the in-flight window moved: a fetch held back by the record lock limit may

@@ -187,3 +187,17 @@ def test_a_lock_timer_goes_when_its_records_are_settled() -> None:
     assert len(timers.keys()) == 1
     timers.advance(1000)  # b's lock expires
     assert sp.acquire("c", [(5, 9)], 10) == [Acquired(5, 9, 2)]
+
+
+def test_a_restored_state_with_settled_records_at_the_start() -> None:
+    sp, _ = make()
+    # offsets 2-3 archived, 4 accepted, 6 released once; 5 and 7 never seen
+    sp.restore(2, [(2, 3, 4, 1), (4, 4, 2, 1), (6, 6, 0, 1)])
+    assert sp.acquire("a", [(0, 7)], 10) == [
+        Acquired(5, 5, 1),
+        Acquired(6, 6, 2),
+        Acquired(7, 7, 1),
+    ]
+    assert (sp.start_offset, sp.end_offset) == (5, 8)
+    assert sp.acknowledge("a", 5, 7, [ACCEPT]) == ErrorCode.NONE
+    assert (sp.start_offset, sp.in_flight_count()) == (8, 0)
