@@ -34,7 +34,7 @@ from kgroupd.protocol.records import (
     parse_header,
 )
 
-# a partition's read stops at max records x 1 KiB (1 MiB at least), or at the fetch's bytes
+# a partition is read max records x 1 KiB (1 MiB at least) at a time, within the fetch's bytes
 READ_MIN_BYTES, READ_BYTES_PER_RECORD = 1 << 20, 1024
 
 TopicPartition = tuple[uuid.UUID, int]
@@ -102,25 +102,44 @@ def _steps(
         upper = log.last_stable_offset if read_committed else log.high_watermark
         if max_records <= 0 or budget <= 0 or not sp.has_available(upper):
             continue
-        start = sp.next_fetch_offset()
-        if start >= upper:
-            continue
-        # what the record limit could take, not the whole tail (a batch past it is not read)
-        want = min(budget, max(READ_MIN_BYTES, max_records * READ_BYTES_PER_RECORD))
-        try:
-            parts, _size = log.read_chunks(start, want, True, below=upper, nowait=True)
-        except ReadWouldBlock:
-            parts, _size = yield log, start, want, upper
-        seen: list[tuple[int, int, bytes | memoryview]] = []
-        ranges = _ranges(parts, seen, log, read_committed, start, upper)
-        acquired = sp.acquire(session.member_id, ranges, max_records, session.whole_batches)
-        if not acquired:
-            continue
-        max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-        data = list(_holding(seen, acquired))
-        budget -= sum(len(d) for d in data)
-        fetched[(topic_id, index)] = (data, acquired)
+        offset = sp.next_fetch_offset()
+        data: list[bytes | memoryview] = []
+        acquired: list[Acquired] = []
+        scanned = 0  # bytes read: at most the fetch's max bytes, as one read of old
+        while offset < upper and max_records > 0 and budget > 0 and scanned < max_bytes:
+            # what the record limit could take, not the whole tail; read on while the limit
+            # is not reached (large records, or a window with nothing to take)
+            want = min(budget, max(READ_MIN_BYTES, max_records * READ_BYTES_PER_RECORD))
+            try:
+                parts, size = log.read_chunks(offset, want, True, below=upper, nowait=True)
+            except ReadWouldBlock:
+                parts, size = yield log, offset, want, upper
+            scanned += size
+            seen: list[tuple[int, int, bytes | memoryview]] = []
+            ranges = _ranges(parts, seen, log, read_committed, offset, upper)
+            got = sp.acquire(session.member_id, ranges, max_records, session.whole_batches)
+            if not seen:
+                break
+            offset = seen[-1][1] + 1
+            if not got:
+                if sp.end_offset < offset:  # held back (the record lock limit)
+                    break
+                continue
+            if acquired and _continues(acquired[-1], got[0]):  # one run
+                first = acquired.pop()
+                got[0] = Acquired(first.first_offset, got[0].last_offset, first.delivery_count)
+            acquired += got
+            max_records -= sum(a.last_offset - a.first_offset + 1 for a in got)
+            held = list(_holding(seen, got))
+            budget -= sum(len(d) for d in held)
+            data += held
+        if acquired:
+            fetched[(topic_id, index)] = (data, acquired)
     return fetched, errors, logs
+
+
+def _continues(a: Acquired, b: Acquired) -> bool:
+    return a.last_offset + 1 == b.first_offset and a.delivery_count == b.delivery_count
 
 
 def _ranges(
