@@ -36,7 +36,7 @@ from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareServic
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast.common import Chunks
 from kgroupd.protocol.fast.share import SharePartition as SharePartitionAnswer
-from kgroupd.protocol.fast.share import encode_share_fetch_response
+from kgroupd.protocol.fast.share import decode_share_fetch, encode_share_fetch_response
 
 DEFAULT_MAX_RECORDS = 500
 RECORD_LIMIT = 1  # ShareAcquireMode record-limit (0: batch-optimized)
@@ -157,7 +157,7 @@ def handle_share_acknowledge(ctx: RequestContext, req: Fields) -> Reply:
     return when_durable(ctx.broker.share_synced() if acks else None, reply)
 
 
-@handler(78)
+@handler(78, decoder=decode_share_fetch)
 def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     session = _open(ctx, req, fetching=True)
     if not isinstance(session, ShareSession):

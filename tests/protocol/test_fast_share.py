@@ -1,14 +1,20 @@
-"""The hand-written ShareFetch response encoder (v1-v2) agrees with the general codec, byte for
-byte."""
+"""The hand-written ShareFetch request decoder and response encoder (v1-v2) agree with the
+general codec (the encoder byte for byte)."""
 
 from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kgroupd.protocol.fast.share import SharePartition, encode_share_fetch_response
+from kgroupd.protocol.codec import UNKNOWN_TAGS
+from kgroupd.protocol.fast.share import (
+    SharePartition,
+    decode_share_fetch,
+    encode_share_fetch_response,
+)
 from kgroupd.protocol.messages import lookup
 
 int32 = st.integers(-(2**31), 2**31 - 1)
@@ -80,3 +86,84 @@ def test_share_fetch_encoder_matches_the_general_codec(
         "node_endpoints": [],
     }
     assert ours == spec.encode_response(fields)
+
+
+tags = st.dictionaries(st.integers(0, 300), st.binary(max_size=4), max_size=2)
+int8 = st.integers(-128, 127)
+batches = st.lists(
+    st.fixed_dictionaries(
+        {
+            "first_offset": st.integers(-(2**63), 2**63 - 1),
+            "last_offset": st.integers(-(2**63), 2**63 - 1),
+            "acknowledge_types": st.lists(int8, max_size=4),
+        }
+    ),
+    max_size=3,
+)
+fetch_topics = st.lists(
+    st.fixed_dictionaries(
+        {
+            "topic_id": st.uuids(),
+            "partitions": st.lists(
+                st.fixed_dictionaries(
+                    {"partition_index": int32, "acknowledgement_batches": batches}
+                ),
+                max_size=3,
+            ),
+        }
+    ),
+    max_size=3,
+)
+
+
+@given(
+    version=st.integers(1, 2),
+    group=st.none() | st.text(max_size=12),
+    member=st.none() | st.text(max_size=12),
+    numbers=st.lists(int32, min_size=6, max_size=6),
+    mode=int8,
+    renew=st.booleans(),
+    topics=fetch_topics,
+    forgotten=st.lists(
+        st.fixed_dictionaries({"topic_id": st.uuids(), "partitions": st.lists(int32, max_size=4)}),
+        max_size=2,
+    ),
+    unknown=tags,
+    prefix=st.binary(max_size=6),
+)
+def test_share_fetch_decoder_matches_the_general_codec(
+    version: int,
+    group: str | None,
+    member: str | None,
+    numbers: list[int],
+    mode: int,
+    renew: bool,
+    topics: list[dict],  # type: ignore[type-arg]
+    forgotten: list[dict],  # type: ignore[type-arg]
+    unknown: dict[int, bytes],
+    prefix: bytes,
+) -> None:
+    spec = lookup(78, version)
+    assert spec is not None
+    epoch, wait, min_bytes, max_bytes, records, size = numbers
+    fields = {
+        "group_id": group,
+        "member_id": member,
+        "share_session_epoch": epoch,
+        "max_wait_ms": wait,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "max_records": records,
+        "batch_size": size,
+        "share_acquire_mode": mode,
+        "is_renew_ack": renew,
+        "topics": topics,
+        "forgotten_topics_data": forgotten,
+        UNKNOWN_TAGS: unknown,
+    }
+    frame = prefix + spec.encode_request(fields)
+    general = spec.decode_request(frame, len(prefix))
+    general.pop(UNKNOWN_TAGS, None)
+    assert decode_share_fetch(frame, len(prefix), version) == general
+    with pytest.raises(ValueError):  # cut short (its last tagged-field byte): refused
+        decode_share_fetch(frame[:-1], len(prefix), version)
