@@ -10,8 +10,9 @@
   run is timed from the consumers' creation (joining included) to every record delivered
   and, for a share group, acknowledged (the share-partition start offset, polled with
   DescribeShareGroupOffsets, at the end); the classic run to its last record. Records per
-  second, median of ``--rounds`` rounds (the order of the three runs rotates). Goal (issue
-  25): share at least 0.5x classic with 1 consumer, above 1x with 4.
+  second, median of ``--rounds`` rounds (the order of the three runs rotates), and the
+  broker's CPU time (user + system, /proc) per record of each run. Goal (issue 25): share
+  at least 0.5x classic with 1 consumer, above 1x with 4.
 * lock expiry: a share group with share.record.lock.duration.ms=1000 (the broker started
   with --group-share-min-record-lock-duration-ms 1000); an explicit-mode consumer takes the
   one record of a new topic and never acknowledges it while a second consumer polls. Time
@@ -246,6 +247,9 @@ def main() -> None:
         ],
     )
     results: dict[str, list[float]] = {"share-1": [], "share-4": [], "classic": []}
+    # the broker's CPU time per record of each run (user + system, all its threads): what the
+    # broker spends, which moves much less with the machine's load than records/s
+    cpu_us: dict[str, list[float]] = {"share-1": [], "share-4": [], "classic": []}
     lock_ms: list[float] = []
     with broker:
         boot = f"127.0.0.1:{broker.port}"
@@ -261,9 +265,11 @@ def main() -> None:
         for r in range(args.rounds):
             order = runs[r % 3 :] + runs[: r % 3]
             for name, run in order:
+                cpu0 = h.cpu_seconds(broker.pid)
                 rate = run(f"bench-{name}-{r}-{os.getpid()}")
+                cpu_us[name].append((h.cpu_seconds(broker.pid) - cpu0) * 1e6 / args.records)
                 results[name].append(rate)
-                log(f"round {r} {name}: {rate:,.0f} records/s")
+                log(f"round {r} {name}: {rate:,.0f} records/s, broker {cpu_us[name][-1]:.2f} µs")
         for i in range(args.lock_rounds):
             ms = lock_round(boot, i)
             lock_ms.append(ms)
@@ -272,8 +278,11 @@ def main() -> None:
     print(f"{h.stamp()} · {where}, {load_end:.2f} at end")
     print(f"kgroupd {h.kgroupd_revision()} · `{h.command_line()}`\n")
     classic = h.median(results["classic"])
-    print("| consumers | records/s (median) | range | vs classic (1 consumer) |")
-    print("|---|---|---|---|")
+    print(
+        "| consumers | records/s (median) | range | vs classic (1 consumer) "
+        "| broker CPU µs/record (median) |"
+    )
+    print("|---|---|---|---|---|")
     for name, label in (
         ("classic", "classic group, 1"),
         ("share-1", "share group, 1"),
@@ -282,7 +291,7 @@ def main() -> None:
         vals = results[name]
         print(
             f"| {label} | {h.median(vals):,.0f} | {min(vals):,.0f}-{max(vals):,.0f} | "
-            f"{h.median(vals) / classic:.2f}x |"
+            f"{h.median(vals) / classic:.2f}x | {h.median(cpu_us[name]):.2f} |"
         )
     print()
     print("| lock expiry to redelivery | median | range |")

@@ -153,6 +153,10 @@ class Broker:
             self._share = _share_service(self)
         return self._share
 
+    def is_share_group(self, group_id: str) -> bool:
+        """Is ``group_id`` a share group's? (False without building the share service.)"""
+        return self._share is not None and group_id in self._share.coordinator.groups
+
     def bound(self, port: int) -> None:
         self.advertised_host, self.advertised_port = self.config.advertised(port)
 
@@ -203,6 +207,7 @@ def _share_service(broker: Broker) -> ShareService:
         broker.group_configs,
         broker.config.group_share_max_size,
         other_group_exists,
+        broker.config.group_share_max_share_sessions,
     )
     broker.topics.listeners.append(service.coordinator.on_topics_changed)
     d = broker.durability

@@ -163,6 +163,7 @@ OPTIONS: list[tuple[str, str, Callable[[str], Any], str]] = [
             ("partition.max.record.locks", 100, 10000),
             ("min.partition.max.record.locks", 100, 10000),
             ("max.partition.max.record.locks", 100, 10000),
+            ("max.share.sessions", 1, None),
         ]
     ],
     (

@@ -117,6 +117,7 @@ class BrokerConfig(cleaner_options.CleanerSettings):
     group_share_partition_max_record_locks: int = 2000
     group_share_min_partition_max_record_locks: int = 100
     group_share_max_partition_max_record_locks: int = 10000
+    group_share_max_share_sessions: int = 2000
     # Transactions (Kafka's transaction.* settings and defaults)
     transaction_partitions: int = 50
     transaction_max_timeout_ms: int = 900000

@@ -53,6 +53,11 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields 
         return encode_consumer_group_heartbeat_response(
             0, None, req["member_id"], req["member_epoch"], coordinator.consumer_heartbeat_ms
         )
+    if ctx.broker.is_share_group(req["group_id"]):  # as Kafka: not a consumer group's id
+        ctx.error = int(ErrorCode.GROUP_ID_NOT_FOUND)
+        return encode_consumer_group_heartbeat_response(
+            ctx.error, f"Group {req['group_id']} is not a consumer group.", None, 0, 0
+        )
     cmd = ConsumerGroupHeartbeat(
         group_id=req["group_id"],
         member_id=req["member_id"],

@@ -135,6 +135,8 @@ def _join_reply(r: JoinGroupResult) -> Fields:
 
 @handler(11)
 def handle_join_group(ctx: RequestContext, req: Fields) -> Fields | Any:
+    if ctx.broker.is_share_group(req["group_id"]):  # as Kafka: not a classic group's id
+        return _join_reply(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
     session = req["session_timeout_ms"]
     rebalance = req["rebalance_timeout_ms"]
     reason = req["reason"]

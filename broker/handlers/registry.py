@@ -71,6 +71,9 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"
     size: int = 0
     throttle: Callable[[int], None] | None = None
+    # what is called once the connection closes (a share session ends with its connection);
+    # None outside a connection
+    closers: list[Callable[[], None]] | None = None
 
     def denies(self, rule: Rule, name: str) -> bool:
         """Under ``--authorizer acl``: does ``rule`` refuse the resource ``name``?"""

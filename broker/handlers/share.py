@@ -5,7 +5,9 @@ the acknowledgements it carries first (each partition's outcome in its acknowled
 its partitions to the session and drops the forgotten ones, then acquires records for the member
 from every session partition and answers the whole batches holding them with the acquired
 ranges and their delivery counts (the client keeps only the acquired records). With nothing to
-acquire it waits up to MaxWaitMs for new records. v2 adds RENEW acknowledgements (IsRenewAck).
+acquire it waits up to MaxWaitMs for new records. v2 adds RENEW acknowledgements (IsRenewAck: a
+renewing fetch must ask for nothing, and the group's share.renew.acknowledge.enable must allow
+them) and ShareAcquireMode (batch-optimized by default: whole batches are acquired).
 ShareAcknowledge applies acknowledgements only; epoch 0 is INVALID_SHARE_SESSION_EPOCH there.
 A session closed with epoch -1 releases what the member still holds. The reads
 (``kgroupd.broker.share.reader``) come from the cached tail or the segment files, up to the last
@@ -32,8 +34,12 @@ from kgroupd.broker.share.partition import RENEW
 from kgroupd.broker.share.reader import Fetched, Outcome, acquire_for
 from kgroupd.broker.share.service import FINAL_EPOCH, INITIAL_EPOCH, ShareService, ShareSession
 from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast.common import Chunks
+from kgroupd.protocol.fast.share import SharePartition as SharePartitionAnswer
+from kgroupd.protocol.fast.share import decode_share_fetch, encode_share_fetch_response
 
 DEFAULT_MAX_RECORDS = 500
+RECORD_LIMIT = 1  # ShareAcquireMode record-limit (0: batch-optimized)
 
 
 @handler(76)
@@ -84,17 +90,24 @@ def _open(ctx: RequestContext, req: Fields, fetching: bool) -> ShareSession | Fi
             return _top_error(
                 ErrorCode.INVALID_REQUEST, "Acknowledge data is not allowed in the initial fetch."
             )
-    found = ctx.broker.share.session(group_id, member_id, epoch)
+    found = ctx.broker.share.session(group_id, member_id, epoch, ctx.closers)
     if isinstance(found, ErrorCode):
         return _top_error(found)
     return found
 
 
 def _acknowledge(
-    ctx: RequestContext, session: ShareSession, topics: list[Fields], renew_allowed: bool
+    ctx: RequestContext, session: ShareSession, topics: list[Fields], renew_allowed: bool | None
 ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Each partition's acknowledgements applied: its first error. RENEW needs IsRenewAck
+    (else INVALID_REQUEST) and the group's share.renew.acknowledge.enable (else, as Kafka,
+    INVALID_RECORD_STATE: the batch changes nothing)."""
     share = ctx.broker.share
     out: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    if renew_allowed and not share.configs.bool_value(
+        session.group_id, "share.renew.acknowledge.enable"
+    ):
+        renew_allowed = None  # the group refuses renewals: INVALID_RECORD_STATE
     for t in topics:
         topic = ctx.broker.topics.by_id(t["topic_id"])
         for p in t["partitions"]:
@@ -113,7 +126,11 @@ def _acknowledge(
             for b in batches:
                 types = list(b["acknowledge_types"])
                 if RENEW in types and not renew_allowed:
-                    got = ErrorCode.INVALID_REQUEST
+                    got = (
+                        ErrorCode.INVALID_REQUEST
+                        if renew_allowed is False
+                        else ErrorCode.INVALID_RECORD_STATE
+                    )
                 else:
                     got = sp.acknowledge(
                         session.member_id, b["first_offset"], b["last_offset"], types
@@ -140,7 +157,7 @@ def handle_share_acknowledge(ctx: RequestContext, req: Fields) -> Reply:
     return when_durable(ctx.broker.share_synced() if acks else None, reply)
 
 
-@handler(78)
+@handler(78, decoder=decode_share_fetch)
 def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
     session = _open(ctx, req, fetching=True)
     if not isinstance(session, ShareSession):
@@ -152,6 +169,13 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
         and any(not p["acknowledgement_batches"] for t in req["topics"] for p in t["partitions"])
     ):
         return _top_error(ErrorCode.INVALID_REQUEST, "Fetching is not allowed in a final fetch.")
+    if req["is_renew_ack"] and (
+        req["max_wait_ms"] or req["min_bytes"] or req["max_bytes"] or req["max_records"]
+    ):  # as Kafka: a renewing fetch fetches nothing
+        return _top_error(
+            ErrorCode.INVALID_REQUEST,
+            "MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0 when IsRenewAck is set.",
+        )
     acks = _acknowledge(ctx, session, req["topics"], req["is_renew_ack"])
     synced = ctx.broker.share_synced() if acks else None
     for t in req["topics"]:
@@ -162,8 +186,9 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
             session.partitions.discard((t["topic_id"], index))
     ctx.broker.share.advance(session, epoch)
     if epoch == FINAL_EPOCH or req["is_renew_ack"]:
-        return when_durable(synced, _fetch_response(ctx, session, acks, {}, {}))
+        return _durable(synced, _fetch_response(ctx, session, acks, {}, {}))
     max_records = req["max_records"] if req["max_records"] > 0 else DEFAULT_MAX_RECORDS
+    session.whole_batches = req.get("share_acquire_mode", 0) != RECORD_LIMIT
     ran = acquire_for(
         ctx.broker.share, ctx.broker.topics.by_id, session, max_records, req["max_bytes"]
     )
@@ -171,7 +196,7 @@ def handle_share_fetch(ctx: RequestContext, req: Fields) -> Fields | Any:
         return _after_reads(ctx, session, req, acks, ran, max_records, synced)
     fetched, errors, logs = ran
     if fetched or acks or errors or req["max_wait_ms"] <= 0 or not logs:
-        return when_durable(synced, _fetch_response(ctx, session, acks, fetched, errors))
+        return _durable(synced, _fetch_response(ctx, session, acks, fetched, errors))
     return _long_poll(ctx, session, max_records, req["max_bytes"], req["max_wait_ms"], logs)
 
 
@@ -183,7 +208,7 @@ async def _after_reads(
     reads: Coroutine[Any, Any, Outcome],
     max_records: int,
     synced: asyncio.Future[None] | None,
-) -> Fields:
+) -> Chunks:
     """A fetch whose reads went to the segment files: answered once they are made (and its
     acknowledgements are on disk)."""
     fetched, errors, logs = await reads
@@ -201,7 +226,7 @@ async def _long_poll(
     max_bytes: int,
     max_wait_ms: int,
     logs: list[PartitionLog],
-) -> Fields:
+) -> Chunks:
     """Wait up to ``max_wait_ms`` for records to acquire: new ones in the logs, or ones made
     available again (released, their lock expired); a wake-up that finds nothing to take
     (another member took them first) waits on."""
@@ -247,36 +272,39 @@ def _leader(ctx: RequestContext) -> Fields:
     return {"current_leader": {"leader_id": ctx.broker.node_id, "leader_epoch": 0}}
 
 
+def _durable(synced: asyncio.Future[None] | None, reply: Chunks) -> Chunks | Reply:
+    """``reply`` now, or (joined) held until ``synced``: the fsync of its acknowledgements."""
+    return reply if synced is None else when_durable(synced, b"".join(reply))
+
+
 def _fetch_response(
     ctx: RequestContext,
     session: ShareSession,
     acks: dict[tuple[uuid.UUID, int], ErrorCode],
     fetched: Fetched,
     errors: dict[tuple[uuid.UUID, int], ErrorCode],
-) -> Fields:
-    partitions: dict[tuple[uuid.UUID, int], Fields] = {}
-    for key in {*acks, *fetched, *errors}:
-        data, acquired = fetched.get(key, (b"", []))
-        partitions[key] = {
-            "error_code": int(errors.get(key, ErrorCode.NONE)),
-            "acknowledge_error_code": int(acks.get(key, ErrorCode.NONE)),
-            "records": data,
-            "acquired_records": [
-                {
-                    "first_offset": a.first_offset,
-                    "last_offset": a.last_offset,
-                    "delivery_count": a.delivery_count,
-                }
-                for a in acquired
-            ],
-            **_leader(ctx),
-        }
-    return {
-        "error_code": 0,
-        "acquisition_lock_timeout_ms": ctx.broker.share.lock_duration_ms(session.group_id),
-        "responses": _group(partitions),
-        "node_endpoints": [],
-    }
+) -> Chunks:
+    """The answer, encoded by hand: the record batches go out as they are stored."""
+    by_topic: dict[uuid.UUID, list[SharePartitionAnswer]] = {}
+    for key in sorted({*acks, *fetched, *errors}):
+        batches, acquired = fetched.get(key, ((), []))
+        by_topic.setdefault(key[0], []).append(
+            (
+                key[1],
+                int(errors.get(key, ErrorCode.NONE)),
+                int(acks.get(key, ErrorCode.NONE)),
+                batches,
+                [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired],
+            )
+        )
+    return encode_share_fetch_response(
+        0,
+        None,
+        ctx.broker.share.lock_duration_ms(session.group_id),
+        list(by_topic.items()),
+        ctx.broker.node_id,
+        0,
+    )
 
 
 def _group(partitions: dict[tuple[uuid.UUID, int], Fields]) -> list[Fields]:

@@ -5,7 +5,6 @@ archived at the delivery count limit."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -52,7 +51,7 @@ def share_metrics(broker: Broker, groups: Names, topics: Names) -> Iterator[Metr
         if topic is None or index >= len(topic.partitions):
             continue
         key = (groups(group_id), topics(topic.name), str(index))
-        states = Counter(r.state for r in sp.records.values())
+        states = sp.state_counts()
         for state in RecordState:
             k = (*key, state.name.lower())
             rows[k] = rows.get(k, 0) + states[state]

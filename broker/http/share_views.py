@@ -5,7 +5,6 @@ counts. Read on the event loop, as the other views."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kgroupd.broker.share.partition import RecordState
@@ -48,8 +47,8 @@ def share_group_view(broker: Broker, group_id: str) -> dict[str, Any] | None:
         if topic is None or index >= len(topic.partitions):
             continue
         log = topic.partitions[index]
-        states = Counter(r.state for r in sp.records.values())
-        counts = Counter(r.delivery_count for r in sp.records.values() if r.delivery_count)
+        states = sp.state_counts()
+        counts = sp.delivery_counts()
         settled = states[RecordState.ACKNOWLEDGED] + states[RecordState.ARCHIVED]
         lag = max(0, log.high_watermark - max(sp.start_offset, log.log_start_offset) - settled)
         rows.append(
@@ -62,7 +61,7 @@ def share_group_view(broker: Broker, group_id: str) -> dict[str, Any] | None:
                 "lag": lag,
                 "member_id": None,
                 "client_id": None,
-                "in_flight": len(sp.records),
+                "in_flight": sp.in_flight_count(),
                 "acquired": states[RecordState.ACQUIRED],
                 "available": states[RecordState.AVAILABLE],
                 "acknowledged": states[RecordState.ACKNOWLEDGED],

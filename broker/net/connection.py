@@ -19,7 +19,7 @@ import itertools
 import struct
 import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import structlog
@@ -134,6 +134,7 @@ class KafkaConnection(asyncio.Protocol):
         self.protocol = protocol
         self.access: Access | None = None  # --authorizer acl: set once the principal is known
         self.mute = Mute(self._run)  # a quota's throttle time (KIP-219)
+        self.closers: list[Callable[[], None]] = []  # called once it closes (share sessions)
 
     def _set_principal(self, principal: str) -> None:
         self.principal = principal
@@ -182,6 +183,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.waiting is not None and not self.waiting.done():
             self.waiting.cancel()
         self.log.info("connection_closed", error=str(exc) if exc else None)
+        for close in self.closers:
+            close()
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -452,6 +455,7 @@ class KafkaConnection(asyncio.Protocol):
             principal=self.principal,
             size=len(frame),
             throttle=self.mute.throttle,
+            closers=self.closers,
         )
         stats = self.broker.stats
         try:

@@ -121,11 +121,8 @@ def _offset(share: ShareService, group_id: str, topic: Topic, index: int) -> Par
     if sp is None:
         return PartitionOffset(index)
     log = topic.partitions[index]
-    settled = sum(
-        1
-        for r in sp.records.values()
-        if r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-    )
+    states = sp.state_counts()
+    settled = states[RecordState.ACKNOWLEDGED] + states[RecordState.ARCHIVED]
     lag = max(0, log.high_watermark - max(sp.start_offset, log.log_start_offset) - settled)
     return PartitionOffset(index, sp.start_offset, 0, lag)
 

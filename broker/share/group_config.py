@@ -283,3 +283,6 @@ class GroupConfigs:
         d = CONFIG_DEFS[name]
         raw = self._overrides.get(group_id, {}).get(name)
         return default_of(d, self.settings) if raw is None else raw.strip()
+
+    def bool_value(self, group_id: str, name: str) -> bool:
+        return self.str_value(group_id, name).lower() == "true"

@@ -17,13 +17,13 @@ which makes it on a reader thread and sends back the batches (as ``FetchPlan`` d
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterator, Sequence
 from typing import Any
 
 from kgroupd.broker.log.partition import PartitionLog, ReadWouldBlock
 from kgroupd.broker.log.topics import Topic
 from kgroupd.broker.log.txn import AbortedTxn
-from kgroupd.broker.share.partition import Acquired, SharePartition
+from kgroupd.broker.share.partition import Acquired
 from kgroupd.broker.share.service import ShareService, ShareSession
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.records import (
@@ -34,8 +34,12 @@ from kgroupd.protocol.records import (
     parse_header,
 )
 
+# a partition is read max records x 1 KiB (1 MiB at least) at a time, within the fetch's bytes
+READ_MIN_BYTES, READ_BYTES_PER_RECORD = 1 << 20, 1024
+
 TopicPartition = tuple[uuid.UUID, int]
-Fetched = dict[TopicPartition, tuple[bytes, list[Acquired]]]
+# the batches holding acquired records (as stored: never copied) and the acquired runs
+Fetched = dict[TopicPartition, tuple[list[bytes | memoryview], list[Acquired]]]
 Errors = dict[TopicPartition, ErrorCode]
 # (fetched, per-partition errors, the logs read: a long poll waits on them)
 Outcome = tuple[Fetched, Errors, list[PartitionLog]]
@@ -52,7 +56,8 @@ def acquire_for(
     max_bytes: int,
 ) -> Outcome | Coroutine[Any, Any, Outcome]:
     """Acquire for the session's member: the outcome at once, or a coroutine when a read must
-    be made off the loop."""
+    be made off the loop. In the session's batch-optimized acquire mode (Kafka's default) the
+    record limit may be passed to end at a batch's boundary."""
     steps = _steps(share, topics_by_id, session, max_records, max_bytes)
     try:
         wanted = next(steps)
@@ -97,65 +102,90 @@ def _steps(
         upper = log.last_stable_offset if read_committed else log.high_watermark
         if max_records <= 0 or budget <= 0 or not sp.has_available(upper):
             continue
-        start = sp.next_fetch_offset()
-        if start >= upper:
-            continue
-        try:
-            parts, _size = log.read_chunks(start, budget, True, below=upper, nowait=True)
-        except ReadWouldBlock:
-            parts, _size = yield log, start, budget, upper
-        batches = _batches(parts)
-        acquired = _acquire(sp, session.member_id, batches, log, read_committed, max_records)
-        if not acquired:
-            continue
-        max_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-        data = b"".join(bytes(d) for h, d in batches if _holds_any(h, acquired))
-        budget -= len(data)
-        fetched[(topic_id, index)] = (data, acquired)
+        offset = sp.next_fetch_offset()
+        data: list[bytes | memoryview] = []
+        acquired: list[Acquired] = []
+        scanned = 0  # bytes read: at most the fetch's max bytes, as one read of old
+        while offset < upper and max_records > 0 and budget > 0 and scanned < max_bytes:
+            # what the record limit could take, not the whole tail; read on while the limit
+            # is not reached (large records, or a window with nothing to take)
+            want = min(budget, max(READ_MIN_BYTES, max_records * READ_BYTES_PER_RECORD))
+            try:
+                parts, size = log.read_chunks(offset, want, True, below=upper, nowait=True)
+            except ReadWouldBlock:
+                parts, size = yield log, offset, want, upper
+            scanned += size
+            seen: list[tuple[int, int, bytes | memoryview]] = []
+            ranges = _ranges(parts, seen, log, read_committed, offset, upper)
+            got = sp.acquire(session.member_id, ranges, max_records, session.whole_batches)
+            if not seen:
+                break
+            offset = seen[-1][1] + 1
+            if not got:
+                if sp.end_offset < offset:  # held back (the record lock limit)
+                    break
+                continue
+            if acquired and _continues(acquired[-1], got[0]):  # one run
+                first = acquired.pop()
+                got[0] = Acquired(first.first_offset, got[0].last_offset, first.delivery_count)
+            acquired += got
+            max_records -= sum(a.last_offset - a.first_offset + 1 for a in got)
+            held = list(_holding(seen, got))
+            budget -= sum(len(d) for d in held)
+            data += held
+        if acquired:
+            fetched[(topic_id, index)] = (data, acquired)
     return fetched, errors, logs
 
 
-def _batches(parts: Sequence[bytes | memoryview]) -> list[tuple[BatchHeader, bytes | memoryview]]:
-    """Every batch of what was read (a view read from the files may hold many)."""
-    out = []
-    for part in parts:
-        pos, end = 0, len(part)
-        while end - pos >= HEADER_SIZE:
-            header = parse_header(part, pos)
-            if pos + header.length > end:
-                break
-            out.append((header, part[pos : pos + header.length]))
-            pos += header.length
-    return out
+def _continues(a: Acquired, b: Acquired) -> bool:
+    return a.last_offset + 1 == b.first_offset and a.delivery_count == b.delivery_count
 
 
-def _acquire(
-    sp: SharePartition,
-    member_id: str,
-    batches: list[tuple[BatchHeader, bytes | memoryview]],
+def _ranges(
+    parts: Sequence[bytes | memoryview],
+    seen: list[tuple[int, int, bytes | memoryview]],
     log: PartitionLog,
     read_committed: bool,
-    max_records: int,
-) -> list[Acquired]:
+    start: int,
+    upper: int,
+) -> Iterator[tuple[int, int, bool]]:
+    """The offset ranges of the batches read, each marked deliverable or not, parsed only as
+    far as the acquisition goes (it stops at its record limit); each batch parsed is put in
+    ``seen`` as (first offset, last offset, its bytes)."""
     aborted: list[AbortedTxn] = []
-    if read_committed and batches:
-        first = batches[0][0].base_offset
-        last = batches[-1][0].base_offset + batches[-1][0].last_offset_delta
-        aborted = [a for a in log.txn.aborted if a.last_offset >= first and a.first_offset <= last]
-    ranges: list[tuple[int, int, bool]] = []
-    for header, _data in batches:
-        base = header.base_offset
-        end = base + header.last_offset_delta
-        deliverable = not header.attributes & CONTROL_BIT
-        if deliverable and aborted and header.attributes & TRANSACTIONAL_BIT:
-            pid = header.producer_id
-            deliverable = not any(
-                a.producer_id == pid and a.first_offset <= base < a.last_offset for a in aborted
-            )
-        ranges.append((base, end, deliverable))
-    return sp.acquire(member_id, ranges, max_records)
+    if read_committed:
+        aborted = [a for a in log.txn.aborted if a.last_offset >= start and a.first_offset < upper]
+    for part in parts:
+        pos, size = 0, len(part)
+        while size - pos >= HEADER_SIZE:
+            header = parse_header(part, pos)
+            if pos + header.length > size:
+                break
+            base = header.base_offset
+            end = base + header.last_offset_delta
+            seen.append((base, end, part[pos : pos + header.length]))
+            pos += header.length
+            deliverable = not header.attributes & CONTROL_BIT
+            if deliverable and aborted and header.attributes & TRANSACTIONAL_BIT:
+                deliverable = not _aborted(header, aborted)
+            yield base, end, deliverable
 
 
-def _holds_any(header: BatchHeader, acquired: list[Acquired]) -> bool:
-    first, last = header.base_offset, header.base_offset + header.last_offset_delta
-    return any(a.first_offset <= last and a.last_offset >= first for a in acquired)
+def _aborted(header: BatchHeader, aborted: list[AbortedTxn]) -> bool:
+    pid, base = header.producer_id, header.base_offset
+    return any(a.producer_id == pid and a.first_offset <= base < a.last_offset for a in aborted)
+
+
+def _holding(
+    seen: list[tuple[int, int, bytes | memoryview]], acquired: list[Acquired]
+) -> Iterator[bytes | memoryview]:
+    """The batches holding acquired offsets (both lists in offset order)."""
+    k = 0
+    for first, last, data in seen:
+        while k < len(acquired) and acquired[k].last_offset < first:
+            k += 1
+        if k == len(acquired):
+            return
+        if acquired[k].first_offset <= last:
+            yield data

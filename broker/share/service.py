@@ -2,9 +2,16 @@
 and the share sessions (Kafka's ShareSessionCache), built on first use from the broker's timers.
 
 Share sessions, as Kafka keys and checks them: one per (group, member). Epoch 0 opens a session
-(replacing the member's previous one), -1 closes it (what the member holds is released), and any
-other epoch must be the session's next one: no session is SHARE_SESSION_NOT_FOUND, another epoch
-INVALID_SHARE_SESSION_EPOCH. The epoch after 2**31-1 is 1.
+(replacing the member's previous one, whose records stay the member's), -1 closes it (what the
+member holds is released), and any other epoch must be the session's next one: no session is
+SHARE_SESSION_NOT_FOUND, another epoch INVALID_SHARE_SESSION_EPOCH. The epoch after 2**31-1
+is 1.
+
+As Kafka's ShareSessionCache, a session belongs to the connection that opened it: when that
+connection closes, the session goes and what its member holds is released (its records are
+available at once, not after their locks). The cache holds at most
+``group.share.max.share.sessions`` sessions (``--group-share-max-share-sessions``, 2000): an
+epoch-0 request that would open one more is SHARE_SESSION_LIMIT_REACHED (Kafka evicts none).
 """
 
 from __future__ import annotations
@@ -33,6 +40,11 @@ class ShareSession:
     member_id: str
     epoch: int  # the epoch the next request must carry
     partitions: set[TopicPartition] = field(default_factory=set)
+    # the connection that opened it (its ``closers`` list: the session ends with it)
+    connection: object = None
+    # ShareFetch v2 ShareAcquireMode: 0 batch-optimized (whole batches, the record limit may
+    # be passed to end at a batch's boundary), 1 record-limit
+    whole_batches: bool = True
 
 
 def next_epoch(epoch: int) -> int:
@@ -47,6 +59,7 @@ class ShareService:
         configs: GroupConfigs,
         max_size: int,
         other_group_exists: Callable[[str], bool],
+        max_sessions: int = 2000,
     ) -> None:
         self.timers = timers
         self.configs = configs
@@ -56,6 +69,9 @@ class ShareService:
         self.coordinator.on_member_removed = self.member_gone
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.max_sessions = max_sessions  # group.share.max.share.sessions
+        # the sessions each open connection opened (by its closers list's id)
+        self._by_connection: dict[int, set[tuple[str, str]]] = {}
         # whether share partitions keep their changes for a store (``durable.attach``)
         self.track = False
         # records delivered, acknowledged by type, expired, archived at the delivery limit
@@ -69,14 +85,30 @@ class ShareService:
 
     # --- sessions ----------------------------------------------------------------------------
 
-    def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | ErrorCode:
-        """The session a request with ``epoch`` works in (opened at 0), or its error."""
+    def session(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        closers: list[Callable[[], None]] | None = None,
+    ) -> ShareSession | ErrorCode:
+        """The session a request with ``epoch`` works in (opened at 0 for the connection whose
+        ``closers`` are given), or its error."""
         key = (group_id, member_id)
         if epoch == INITIAL_EPOCH:
-            old = self.sessions.pop(key, None)
-            if old is not None:
-                self.release(group_id, member_id)
+            old = self.sessions.get(key)
+            if old is None and len(self.sessions) >= self.max_sessions:
+                return ErrorCode.SHARE_SESSION_LIMIT_REACHED
+            if old is not None:  # replaced: the member keeps what it holds (as in Kafka)
+                self._end(old, release=False)
             session = self.sessions[key] = ShareSession(group_id, member_id, 1)
+            if closers is not None:
+                session.connection = closers
+                opened = self._by_connection.get(id(closers))
+                if opened is None:
+                    opened = self._by_connection[id(closers)] = set()
+                    closers.append(lambda: self.connection_closed(closers))
+                opened.add(key)
             return session
         session_or_none = self.sessions.get(key)
         if session_or_none is None:
@@ -89,10 +121,29 @@ class ShareService:
         """After a request: the next epoch, or at -1 the session closes and what the member
         holds is released."""
         if epoch == FINAL_EPOCH:
-            self.sessions.pop((session.group_id, session.member_id), None)
-            self.release(session.group_id, session.member_id)
+            self._end(session)
         else:
             session.epoch = next_epoch(epoch)
+
+    def _end(self, session: ShareSession, release: bool = True) -> None:
+        """The session goes (closed, its connection or its member gone: what its member holds
+        is released; replaced by a new one at epoch 0: not)."""
+        key = (session.group_id, session.member_id)
+        if self.sessions.get(key) is session:
+            del self.sessions[key]
+        if session.connection is not None:
+            opened = self._by_connection.get(id(session.connection))
+            if opened is not None:
+                opened.discard(key)
+        if release:
+            self.release(session.group_id, session.member_id)
+
+    def connection_closed(self, closers: list[Callable[[], None]]) -> None:
+        """The connection whose ``closers`` these are closed: the sessions it opened end."""
+        for key in self._by_connection.pop(id(closers), ()):
+            session = self.sessions.get(key)
+            if session is not None and session.connection is closers:
+                self._end(session)
 
     # --- partitions --------------------------------------------------------------------------
 
@@ -190,5 +241,8 @@ class ShareService:
 
     def member_gone(self, group_id: str, member_id: str) -> None:
         """The coordinator removed the member: its session ends, its records come back."""
-        self.sessions.pop((group_id, member_id), None)
-        self.release(group_id, member_id)
+        session = self.sessions.get((group_id, member_id))
+        if session is not None:
+            self._end(session)
+        else:
+            self.release(group_id, member_id)

@@ -12,6 +12,7 @@ from kgroupd.broker.share.partition import (
     RENEW,
     Acquired,
     Limits,
+    RecordState,
     SharePartition,
 )
 from kgroupd.protocol.errors import ErrorCode
@@ -32,7 +33,7 @@ def test_members_share_records_and_accept_settles_them() -> None:
     assert sp.start_offset == 3
     assert sp.acknowledge("a", 3, 3, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE  # b holds it
     assert sp.acknowledge("b", 3, 4, [ACCEPT, GAP]) == ErrorCode.NONE
-    assert (sp.start_offset, sp.records) == (5, {})
+    assert (sp.start_offset, sp.in_flight_count()) == (5, 0)
 
 
 def test_release_redelivers_with_a_higher_count_reject_never() -> None:
@@ -148,3 +149,55 @@ def test_changes_and_snapshot_restore_what_is_settled() -> None:
     timers_back.advance(1000)
     assert seen == [back]
     assert back.take_changes() == (4, [(4, 4, 0, 2), (5, 5, 0, 1)])
+
+
+def test_batch_optimized_mode_takes_whole_batches() -> None:
+    sp, _ = make()
+    # batches 0-3 and 4-7: the record limit (2) is passed to end at the first batch's end
+    assert sp.acquire("a", [(0, 3), (4, 7)], 2, whole_batches=True) == [Acquired(0, 3, 1)]
+    assert sp.acquire("b", [(0, 3), (4, 7)], 5, whole_batches=True) == [Acquired(4, 7, 1)]
+    # released in part: the available piece is taken whole, the rest stays where it is
+    assert sp.acknowledge("a", 1, 2, [RELEASE]) == ErrorCode.NONE
+    assert sp.acquire("c", [(0, 3), (4, 7)], 1, whole_batches=True) == [Acquired(1, 2, 2)]
+    assert sp.acquired_count() == 8
+
+
+def test_partial_acknowledgements_split_runs_and_the_start_moves_over_them() -> None:
+    sp, timers = make()
+    assert sp.acquire("a", [(0, 9)], 10) == [Acquired(0, 9, 1)]
+    assert sp.acknowledge("a", 0, 9, [ACCEPT] * 3 + [RELEASE] * 2 + [REJECT] * 5) == 0
+    assert sp.start_offset == 3
+    assert sp.state_counts()[RecordState.AVAILABLE] == 2
+    assert sp.acquire("b", [(0, 9)], 10) == [Acquired(3, 4, 2)]
+    assert sp.acknowledge("a", 3, 3, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE  # b holds it
+    assert sp.acknowledge("b", 4, 4, [ACCEPT]) == ErrorCode.NONE
+    assert sp.start_offset == 3
+    assert sp.acknowledge("b", 3, 3, [ACCEPT]) == ErrorCode.NONE
+    assert (sp.start_offset, sp.in_flight_count()) == (10, 0)
+    # every lock was let go: no timer is left to fire
+    assert timers.keys() == []
+
+
+def test_a_lock_timer_goes_when_its_records_are_settled() -> None:
+    sp, timers = make()
+    sp.acquire("a", [(0, 4)], 10)
+    sp.acquire("b", [(5, 9)], 10)
+    assert len(timers.keys()) == 2
+    sp.acknowledge("a", 0, 4, [ACCEPT])
+    assert len(timers.keys()) == 1
+    timers.advance(1000)  # b's lock expires
+    assert sp.acquire("c", [(5, 9)], 10) == [Acquired(5, 9, 2)]
+
+
+def test_a_restored_state_with_settled_records_at_the_start() -> None:
+    sp, _ = make()
+    # offsets 2-3 archived, 4 accepted, 6 released once; 5 and 7 never seen
+    sp.restore(2, [(2, 3, 4, 1), (4, 4, 2, 1), (6, 6, 0, 1)])
+    assert sp.acquire("a", [(0, 7)], 10) == [
+        Acquired(5, 5, 1),
+        Acquired(6, 6, 2),
+        Acquired(7, 7, 1),
+    ]
+    assert (sp.start_offset, sp.end_offset) == (5, 8)
+    assert sp.acknowledge("a", 5, 7, [ACCEPT]) == ErrorCode.NONE
+    assert (sp.start_offset, sp.in_flight_count()) == (8, 0)

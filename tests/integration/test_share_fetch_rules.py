@@ -33,7 +33,7 @@ def share_state(broker: ThreadedBroker, group: str, expected: tuple[int, int]) -
     deadline = time.monotonic() + 10
     while True:
         ((_key, sp),) = [(k, v) for k, v in share.partitions.items() if k[0] == group]
-        got = (sp.start_offset, len(sp.records))
+        got = (sp.start_offset, sp.in_flight_count())
         if got == expected or time.monotonic() > deadline:
             return got
         time.sleep(0.05)

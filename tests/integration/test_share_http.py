@@ -39,20 +39,23 @@ async def get(server: KafkaServer, path: str) -> tuple[int, Any]:
 
 async def test_share_groups_on_the_api_and_in_the_metrics() -> None:
     member = uuid.uuid4().hex[:22]
-    async with running_server(log_level="warning") as server:
-        async with await WireClient.connect(server.port) as wire:
-            await create_topic(wire, TOPIC, 1, {})
-            for i in range(6):
-                await wire.request(
-                    0, 8, produce_request(TOPIC, 0, build_batch([(None, b"%d" % i, [])]))
-                )
-            await set_group_config(wire, GROUP, "share.auto.offset.reset", "earliest")
-            hb = await heartbeat(wire, GROUP, member, 0, TOPIC)
-            topic_id = hb["assignment"]["topic_partitions"][0]["topic_id"]
-            assert acquired(await share_fetch(wire, GROUP, member, 0, topic_id, [])) == [(0, 5, 1)]
-            acks = [ack(0, 1, ACCEPT), ack(2, 2, REJECT), ack(3, 3, RELEASE)]
-            resp = await share_fetch(wire, GROUP, member, 1, topic_id, acks)
-            assert acquired(resp) == [(3, 3, 2)]  # released, delivered again
+    async with (
+        running_server(log_level="warning") as server,
+        await WireClient.connect(server.port) as wire,
+    ):
+        await create_topic(wire, TOPIC, 1, {})
+        for i in range(6):
+            await wire.request(
+                0, 8, produce_request(TOPIC, 0, build_batch([(None, b"%d" % i, [])]))
+            )
+        await set_group_config(wire, GROUP, "share.auto.offset.reset", "earliest")
+        hb = await heartbeat(wire, GROUP, member, 0, TOPIC)
+        topic_id = hb["assignment"]["topic_partitions"][0]["topic_id"]
+        assert acquired(await share_fetch(wire, GROUP, member, 0, topic_id, [])) == [(0, 5, 1)]
+        acks = [ack(0, 1, ACCEPT), ack(2, 2, REJECT), ack(3, 3, RELEASE)]
+        resp = await share_fetch(wire, GROUP, member, 1, topic_id, acks)
+        assert acquired(resp) == [(3, 3, 2)]  # released, delivered again
+        # (read with the member's connection open: its share session ends with it)
 
         status, body = await get(server, "/api/groups")
         assert status == 200
