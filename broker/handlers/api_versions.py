@@ -25,6 +25,9 @@ from kgroupd.protocol.errors import ErrorCode
 FEATURES: dict[str, tuple[int, int, int]] = {
     "group.version": (68, 0, 1),
     "transaction.version": (26, 0, 2),
+    # share groups (KIP-932): level 1 is what `kafka-features.sh upgrade --feature
+    # share.version=1` enables on a Kafka 4.x cluster
+    "share.version": (76, 0, 1),
 }
 FINALIZED_FEATURES_EPOCH = 1
 

@@ -49,15 +49,17 @@ def test_api_versions_body_lists_the_registry() -> None:
         assert key in {k for k, _, _ in listed}
 
 
-def test_api_versions_advertises_group_and_transaction_versions() -> None:
+def test_api_versions_advertises_group_transaction_and_share_versions() -> None:
     body = api_versions_body(ErrorCode.NONE)
     assert body["supported_features"] == [
         {"name": "group.version", "min_version": 0, "max_version": 1},
         {"name": "transaction.version", "min_version": 0, "max_version": 2},
+        {"name": "share.version", "min_version": 0, "max_version": 1},
     ]
     assert body["finalized_features"] == [
         {"name": "group.version", "max_version_level": 1, "min_version_level": 1},
         {"name": "transaction.version", "max_version_level": 2, "min_version_level": 2},
+        {"name": "share.version", "max_version_level": 1, "min_version_level": 1},
     ]
     assert body["finalized_features_epoch"] >= 0
     # --transaction-version 1: finalized at 1 (clients use AddPartitionsToTxn, EndTxn < v5)

@@ -19,7 +19,7 @@ async def test_api_versions_v4_lists_the_served_table_and_the_features(server: K
     listed = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
     assert listed == SERVED
     finalized = {f["name"]: f["max_version_level"] for f in resp["finalized_features"]}
-    assert finalized == {"group.version": 1, "transaction.version": 2}
+    assert finalized == {"group.version": 1, "transaction.version": 2, "share.version": 1}
 
 
 async def test_kafka_python_sees_a_kafka_4_broker(server: KafkaServer) -> None:

@@ -313,11 +313,13 @@ async def test_update_features_validates_as_kafka_does(server: KafkaServer) -> N
             f"{prefix} 0 for feature no.such.feature. Feature no.such.feature not found."
         )
         # the first error fails the whole request: the valid update before it is not applied
-        message = await refused([update("group.version", 1), update("share.version", 1)])
-        assert message.startswith(f"{prefix} 1 for feature share.version.")
+        message = await refused(
+            [update("group.version", 1), update("eligible.leader.replicas.version", 1)]
+        )
+        assert message.startswith(f"{prefix} 1 for feature eligible.leader.replicas.version.")
         # a feature Kafka knows, not finalized here: setting it to 0 changes nothing
         r = await kp_request(
-            wire, 57, 1, timeout_ms=1000, feature_updates=[update("share.version", 0)]
+            wire, 57, 1, timeout_ms=1000, feature_updates=[update("streams.version", 0)]
         )
         assert r.error_code == 0
         # a valid change kgroupd cannot make while it runs
@@ -328,7 +330,7 @@ async def test_update_features_validates_as_kafka_does(server: KafkaServer) -> N
         finalized = {
             f["name"]: f["max_version_level"] for f in versions_answer["finalized_features"]
         }
-        assert finalized == {"group.version": 1, "transaction.version": tv}
+        assert finalized == {"group.version": 1, "transaction.version": tv, "share.version": 1}
 
 
 # --- ListConfigResources ---------------------------------------------------------------------

@@ -54,7 +54,9 @@ async def test_java_admin_calls_the_controller_apis(tmp_path: Path) -> None:
     assert (s["observers"], s["quorum_nodes"], s["voter_fetch"]) == (0, f"[{node}]", True), where
     assert s["high_watermark"] == 0, where
     tv = server.broker.config.transaction_version
-    assert s["finalized"] == f"{{group.version=1, transaction.version={tv}}}", where
+    assert s["finalized"] == f"{{group.version=1, share.version=1, transaction.version={tv}}}", (
+        where
+    )
     assert (s["validated"], s["same"]) == ("ok", "ok"), where
     assert s["too_new"] == "InvalidUpdateVersionException", where
     assert f"only supports versions 0-{tv}" in s["too_new_message"], where
