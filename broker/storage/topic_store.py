@@ -53,6 +53,7 @@ class TopicStore:
         self.worker = worker
         self.recover = recover
         self.partitions: dict[tuple[str, int], PartitionStore] = {}
+        self.by_topic: dict[str, list[PartitionStore]] = {}  # the same, per topic
         self.read_fds = ReadFds()
         # The idempotent producers, for the index files (set by Durability).
         self.producers: ProducerStateManager | None = None
@@ -80,50 +81,61 @@ class TopicStore:
         fsync_dir(self.root)
 
     def attach(
-        self, plog: PartitionLog, segment_bytes: int, index_interval: int = INDEX_INTERVAL_BYTES
+        self,
+        plog: PartitionLog,
+        segment_bytes: int,
+        index_interval: int = INDEX_INTERVAL_BYTES,
+        on_disk: bool = False,
     ) -> PartitionStore:
-        directory = self.dir / f"{plog.topic}-{plog.partition}"
-        if not directory.exists():
-            directory.mkdir(parents=True)
-            self.worker.dirty_dir(self.dir)  # with the first segment's directory fsync
-        store = PartitionStore(
-            directory, self.worker, segment_bytes, index_interval, self.read_fds, log=plog
-        )
+        """The partition's store. Its directory is made with its first segment (or log start
+        offset): a partition nothing was written to costs no file, so creating or loading
+        many partitions stays cheap. ``on_disk``: the directory exists (start-up)."""
         topic, partition = plog.topic, plog.partition
+        store = PartitionStore(
+            (self.dir, f"{topic}-{partition}"),
+            self.worker,
+            segment_bytes,
+            index_interval,
+            self.read_fds,
+            log=plog,
+            on_disk=on_disk,
+        )
 
         def producers_of() -> list[ProducerEntry]:
             return [] if self.producers is None else self.producers.entries(topic, partition)
 
         store.producers_of = producers_of
         self.partitions[(topic, partition)] = store
+        self.by_topic.setdefault(topic, []).append(store)
         plog.store = store
         return store
 
     def set_segment_bytes(self, name: str, segment_bytes: int) -> None:
         """An altered segment.bytes: each partition's next roll follows it."""
-        for (topic, _), store in self.partitions.items():
-            if topic == name:
-                store.segment_bytes = segment_bytes
+        for store in self.by_topic.get(name, ()):
+            store.segment_bytes = segment_bytes
 
     def set_roll_ms(self, name: str, segment_ms: int, jitter_ms: int) -> None:
         """segment.ms and segment.jitter.ms (new or altered): each partition's next append
         checks them; the jitter is drawn at the next roll."""
-        for (topic, _), store in self.partitions.items():
-            if topic == name:
-                store.segment_ms, store.segment_jitter_ms = segment_ms, jitter_ms
+        for store in self.by_topic.get(name, ()):
+            store.segment_ms, store.segment_jitter_ms = segment_ms, jitter_ms
 
     def set_index_interval(self, name: str, index_interval: int) -> None:
         """An altered index.interval.bytes: each partition's next segment follows it."""
-        for (topic, _), store in self.partitions.items():
-            if topic == name:
-                store.index_interval = index_interval
+        for store in self.by_topic.get(name, ()):
+            store.index_interval = index_interval
 
     def drop_topic(self, name: str, partitions: int) -> None:
+        self.by_topic.pop(name, None)
         for p in range(partitions):
             store = self.partitions.pop((name, p), None)
-            if store is not None:
-                store.forget()
-            shutil.rmtree(self.dir / f"{name}-{p}", ignore_errors=True)
+            if store is None:
+                shutil.rmtree(self.dir / f"{name}-{p}", ignore_errors=True)
+                continue
+            store.forget()
+            if store.on_disk:  # a partition never written to has no directory
+                shutil.rmtree(store.directory, ignore_errors=True)
 
     # --- start-up --------------------------------------------------------------------------
     def load(self, topics: TopicManager) -> None:
@@ -136,6 +148,9 @@ class TopicStore:
             raise StorageError(
                 f"{path}: format version {table['version']} is newer than this kgroupd reads (1)"
             )
+        # One listing of topics/: a partition without a directory was never written to
+        # (nothing to read); only the others are read back.
+        on_disk = set(os.listdir(self.dir))
         for name, spec in table["topics"].items():
             topic = topics.create(
                 name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
@@ -143,10 +158,12 @@ class TopicStore:
             segment_bytes = int(topic.config("segment.bytes"))
             index_interval = int(topic.config("index.interval.bytes"))
             for plog in topic.partitions:
-                store = self.attach(plog, segment_bytes, index_interval)
-                loaded = load_partition(plog, store, self.recover)
-                self.batches_read += loaded.batches_read
-                self.bytes_read += loaded.bytes_read
+                found = f"{name}-{plog.partition}" in on_disk
+                store = self.attach(plog, segment_bytes, index_interval, on_disk=found)
+                if found:
+                    loaded = load_partition(plog, store, self.recover)
+                    self.batches_read += loaded.batches_read
+                    self.bytes_read += loaded.bytes_read
             self.set_roll_ms(
                 name, int(topic.config("segment.ms")), int(topic.config("segment.jitter.ms"))
             )
