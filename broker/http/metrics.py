@@ -20,6 +20,7 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from kgroupd.broker.http.share_metrics import share_group_states, share_metrics
 from kgroupd.broker.stats import REQUEST_BUCKETS, BrokerStats, Names, PlainHistogram
@@ -137,14 +138,6 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
         "A group's generation (consumer groups: epoch)",
         labels=["group"],
     )
-    lag = GaugeMetricFamily(
-        "kgroupd_consumergroup_lag",
-        "Log end offset minus the group's committed offset",
-        labels=["group", "topic", "partition"],
-    )
-    lag_sum = GaugeMetricFamily(
-        "kgroupd_consumergroup_lag_sum", "A group's lag over its partitions", labels=["group"]
-    )
     counts: dict[tuple[str, str], int] = {}
     per_group: dict[str, list[int]] = {}  # label -> [members, generation]
     lags: dict[tuple[str, str, int], int] = {}
@@ -189,11 +182,20 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
         members.add_metric([label], n)
         generation.add_metric([label], gen)
     sums: dict[str, int] = {}
-    for (group, topic, partition), value in sorted(lags.items()):
-        lag.add_metric([group, topic, str(partition)], value)
+    for (group, _topic, _partition), value in lags.items():
         sums[group] = sums.get(group, 0) + value
-    for group, value in sorted(sums.items()):
-        lag_sum.add_metric([group], value)
+    lag = Later(
+        "kgroupd_consumergroup_lag",
+        "Log end offset minus the group's committed offset",
+        ["group", "topic", "partition"],
+        lambda: (([g, t, str(p)], v) for (g, t, p), v in sorted(lags.items())),
+    )
+    lag_sum = Later(
+        "kgroupd_consumergroup_lag_sum",
+        "A group's lag over its partitions",
+        ["group"],
+        lambda: (([g], v) for g, v in sorted(sums.items())),
+    )
     yield from (groups, members, generation, lag, lag_sum)
     yield from share_metrics(broker, s.groups, s.topics)
     commits = CounterMetricFamily(
@@ -201,24 +203,63 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
     )
     commits.add_metric([], sum(shard.offsets_committed for shard in broker.coordinator.shards))
     yield commits
-    ends: dict[tuple[str, int], int] = {}
-    for name, found_topic in topics.topics.items():
-        tlabel = s.topics(name)
-        for index, part in enumerate(found_topic.partitions):
-            end_key = (tlabel, index)
-            ends[end_key] = ends.get(end_key, 0) + part.high_watermark
-    log_end = GaugeMetricFamily(
-        "kgroupd_log_end_offset", "The next offset of a partition", labels=["topic", "partition"]
+    # one list of log ends per topic, copied here; labelled, merged and sorted on the
+    # scrape's worker thread (a series per partition: 100,000 of them at 100,000 partitions)
+    ends = [
+        (s.topics(name), [part.high_watermark for part in t.partitions])
+        for name, t in topics.topics.items()
+    ]
+    yield Later(
+        "kgroupd_log_end_offset",
+        "The next offset of a partition",
+        ["topic", "partition"],
+        lambda: _log_ends(ends),
     )
-    for (label, index), value in sorted(ends.items()):
-        log_end.add_metric([label, str(index)], value)
-    yield log_end
     size = GaugeMetricFamily(
         "kgroupd_coordinator_log_bytes",
         "Bytes of the coordinator log since its last snapshot (0 without --data-dir)",
         value=_coordinator_log_bytes(broker),
     )
     yield size
+
+
+def _log_ends(ends: list[tuple[str, list[int]]]) -> Iterator[tuple[list[str], float]]:
+    merged: dict[tuple[str, int], int] = {}
+    for label, values in ends:
+        for index, value in enumerate(values):
+            key = (label, index)
+            merged[key] = merged.get(key, 0) + value
+    for (label, index), value in sorted(merged.items()):
+        yield [label, str(index)], value
+
+
+class Later(GaugeMetricFamily):
+    """A gauge family whose samples are made when first read: by the scrape's rendering, on
+    a worker thread (``kgroupd.broker.http.listener``), from values the event loop copied
+    (``rows``: label values and value of each sample; it must read no broker state)."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labels: list[str],
+        rows: Callable[[], Iterable[tuple[list[str], float]]],
+    ) -> None:
+        self._rows: Callable[[], Iterable[tuple[list[str], float]]] | None = None
+        super().__init__(name, documentation, labels=labels)
+        self._rows = rows
+
+    @property
+    def samples(self) -> list[Sample]:
+        rows, self._rows = self._rows, None
+        if rows is not None:
+            for labels, value in rows():
+                self.add_metric(labels, value)
+        return self._samples
+
+    @samples.setter
+    def samples(self, value: list[Sample]) -> None:
+        self._samples = value
 
 
 def _coordinator_log_bytes(broker: Broker) -> int:
