@@ -11,6 +11,7 @@ source, v3 the config type and documentation, v4 is flexible.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 
 from kgroupd.broker.handlers.group_configs import describe_group
 from kgroupd.broker.handlers.metadata import TRANSACTION_STATE
@@ -18,6 +19,7 @@ from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.handlers.throttling import PartitionMutations
 from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC
 from kgroupd.broker.log.topics import TOPIC_CONFIGS, Topic, TopicError
+from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import (
     CLUSTER_CREATE,
@@ -75,7 +77,7 @@ def internal_topic_error(ctx: RequestContext, name: str) -> TopicError | None:
 
 
 @handler(19)
-def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
+def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields | Awaitable[Fields]:
     broker = ctx.broker
     validate_only = req["validate_only"]
     items = req["topics"]
@@ -103,63 +105,118 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
             ]
         }
     mutations = PartitionMutations(ctx, strict_since=6)
+    # (a request quota writes its throttle time into the fields: answered at once then)
+    if validate_only or requested <= CREATE_SLICE or broker.throttle.enabled(REQUEST_QUOTA):
+        for item in items:
+            results.append(_create_one(ctx, item, names, validate_only, mutations))
+        return mutations.answer({"topics": results})
+    return _create_in_slices(ctx, items, names, mutations)
+
+
+# A CreateTopics adding more partitions than this makes them this many at a time, giving the
+# event loop back between (a coroutine answers it).
+CREATE_SLICE = 1_000
+
+
+async def _create_in_slices(
+    ctx: RequestContext, items: list[Fields], names: list[str], mutations: PartitionMutations
+) -> Fields:
+    results = []
     for item in items:
-        name = item["name"]
-        partitions = item["num_partitions"]
-        replication = item["replication_factor"]
-        assignment = item["assignments"]
-        configs = {c["name"]: c["value"] for c in item["configs"]}
-        try:
-            if ctx.denies(CLUSTER_CREATE, CLUSTER_NAME) and ctx.denies(TOPIC_CREATE, name):
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            if names.count(name) > 1:
+        slices = _Sliced()
+        found = _create_one(ctx, item, names, False, mutations, slices)
+        if slices.pending is not None:
+            name, partitions, checked = slices.pending
+            try:
+                topic = await ctx.broker.topics.create_in_slices(
+                    name, partitions, checked, CREATE_SLICE
+                )
+            except TopicError as exc:
+                found = _refused(name, exc)
+            else:
+                ctx.log.info("topic_created", topic=name, partitions=partitions)
+                defaults = ctx.broker.topics.defaults
+                found = _created(name, topic.topic_id, partitions, checked, defaults)
+        results.append(found)
+    return mutations.answer({"topics": results})
+
+
+class _Sliced:
+    """Where ``_create_one`` leaves a topic to create in slices (name, partitions, configs)."""
+
+    pending: tuple[str, int, dict[str, str]] | None = None
+
+
+def _refused(name: str, exc: TopicError) -> Fields:
+    return {
+        "name": name,
+        "error_code": int(exc.code),
+        "error_message": exc.message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
+    }
+
+
+def _create_one(
+    ctx: RequestContext,
+    item: Fields,
+    names: list[str],
+    validate_only: bool,
+    mutations: PartitionMutations,
+    slices: _Sliced | None = None,
+) -> Fields:
+    """One topic of a CreateTopics: checked, then created (or, given ``slices``, left there
+    to create in slices); its answer."""
+    broker = ctx.broker
+    name = item["name"]
+    partitions = item["num_partitions"]
+    replication = item["replication_factor"]
+    assignment = item["assignments"]
+    configs = {c["name"]: c["value"] for c in item["configs"]}
+    try:
+        if ctx.denies(CLUSTER_CREATE, CLUSTER_NAME) and ctx.denies(TOPIC_CREATE, name):
+            raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        if names.count(name) > 1:
+            raise TopicError(
+                ErrorCode.INVALID_REQUEST,
+                f"Create topics request from client `{ctx.client_id}` contains multiple "
+                f"entries for the following topics: {name}",
+            )
+        internal = internal_topic_error(ctx, name)
+        if internal is not None:
+            raise internal
+        if assignment:
+            if partitions != -1 or replication != -1:
                 raise TopicError(
                     ErrorCode.INVALID_REQUEST,
-                    f"Create topics request from client `{ctx.client_id}` contains multiple "
-                    f"entries for the following topics: {name}",
+                    "Both numPartitions or replicationFactor and replicasAssignments "
+                    "were set. Both cannot be used at the same time.",
                 )
-            internal = internal_topic_error(ctx, name)
-            if internal is not None:
-                raise internal
-            if assignment:
-                if partitions != -1 or replication != -1:
+            for a in assignment:
+                replicas = a["broker_ids"]
+                if list(replicas) != [broker.node_id]:
                     raise TopicError(
-                        ErrorCode.INVALID_REQUEST,
-                        "Both numPartitions or replicationFactor and replicasAssignments "
-                        "were set. Both cannot be used at the same time.",
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica assignment {list(replicas)} names brokers other than "
+                        f"the only one, {broker.node_id}",
                     )
-                for a in assignment:
-                    replicas = a["broker_ids"]
-                    if list(replicas) != [broker.node_id]:
-                        raise TopicError(
-                            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                            f"Replica assignment {list(replicas)} names brokers other than "
-                            f"the only one, {broker.node_id}",
-                        )
-                partitions = len(assignment)
-                replication = 1
-            checked = broker.topics.check_create(name, partitions, replication, configs)
-            if partitions == -1:
-                partitions = broker.config.default_partitions
-            topic_id = ZERO_UUID
-            if not validate_only:
-                mutations.take(partitions)
-                topic_id = broker.topics.create(name, partitions, checked).topic_id
-                ctx.log.info("topic_created", topic=name, partitions=partitions)
-            defaults = broker.topics.defaults
-            results.append(_created(name, topic_id, partitions, checked, defaults))
-        except TopicError as exc:
-            results.append(
-                {
-                    "name": name,
-                    "error_code": int(exc.code),
-                    "error_message": exc.message,
-                    "num_partitions": -1,
-                    "replication_factor": -1,
-                    "configs": None,
-                }
-            )
-    return mutations.answer({"topics": results})
+            partitions = len(assignment)
+            replication = 1
+        checked = broker.topics.check_create(name, partitions, replication, configs)
+        if partitions == -1:
+            partitions = broker.config.default_partitions
+        topic_id = ZERO_UUID
+        if not validate_only:
+            mutations.take(partitions)
+            if slices is not None:
+                slices.pending = (name, partitions, checked)
+                return {}
+            topic_id = broker.topics.create(name, partitions, checked).topic_id
+            ctx.log.info("topic_created", topic=name, partitions=partitions)
+        return _created(name, topic_id, partitions, checked, broker.topics.defaults)
+    except TopicError as exc:
+        return _refused(name, exc)
 
 
 def config_source(key: str, configs: dict[str, str], defaults: dict[str, str]) -> int:

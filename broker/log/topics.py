@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Callable
@@ -279,6 +280,8 @@ class TopicManager:
         self.internal: dict[str, Topic] = {}
         # name -> called with a partition index before that partition is read
         self.internal_readers: dict[str, Callable[[int], None]] = {}
+        # topics being created a slice at a time (``create_in_slices``): name -> partitions
+        self.creating: dict[str, int] = {}
 
     def _changed(self) -> None:
         self.version += 1
@@ -313,13 +316,14 @@ class TopicManager:
 
     def partition_count(self) -> int:
         """Partitions of every topic but the internal ones (what --max-partitions bounds)."""
-        return sum(len(t.partitions) for n, t in self.topics.items() if not n.startswith("__"))
+        made = sum(len(t.partitions) for n, t in self.topics.items() if not n.startswith("__"))
+        return made + sum(self.creating.values())
 
     def check_create(
         self, name: str, partitions: int, replication: int, configs: dict[str, str | None]
     ) -> dict[str, str]:
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self.creating:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if partitions <= 0 and partitions != -1:
             raise TopicError(
@@ -347,19 +351,52 @@ class TopicManager:
         topic_id: uuid.UUID | None = None,
     ) -> Topic:
         topic = Topic(name, [], dict(configs or {}), topic_id or uuid.uuid4(), self.defaults)
-        topic.add_partitions(partitions)
-        for log in topic.partitions:
-            log.budget = self.budget
-        self.topics[name] = topic
+        self._grow(topic, partitions)
+        self._register(topic)
+        return topic
+
+    async def create_in_slices(
+        self, name: str, partitions: int, configs: dict[str, str], step: int
+    ) -> Topic:
+        """``create``, its partitions made ``step`` at a time with the event loop given back
+        between (a CreateTopics of 10,000 partitions holds it no longer than ``step`` take).
+        The topic is known only once whole; meanwhile its name is taken (``check_create``)
+        and its partitions count against the limit (``partition_count``)."""
+        self.creating[name] = partitions
+        topic = Topic(name, [], dict(configs), uuid.uuid4(), self.defaults)
+        try:
+            while len(topic.partitions) < partitions:
+                self._grow(topic, min(partitions, len(topic.partitions) + step))
+                await asyncio.sleep(0)
+        except BaseException:
+            if self.store is not None:  # nothing was written: no file to remove
+                self.store.drop_topic(name, len(topic.partitions))
+            raise
+        finally:
+            del self.creating[name]
+        self._register(topic)
+        return topic
+
+    def _grow(self, topic: Topic, total: int) -> None:
+        before = len(topic.partitions)
+        topic.add_partitions(total)
+        budget, store = self.budget, self.store
+        fresh = topic.partitions[before:]
+        for log in fresh:
+            log.budget = budget
+        if store is not None:
+            segment_bytes, index_interval = _segment_configs(topic)
+            for log in fresh:
+                store.attach(log, segment_bytes, index_interval)
+
+    def _register(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
         self.ids[topic.topic_id] = topic
         self.ids_by_bytes[topic.topic_id.bytes] = topic
         self._changed()
         if self.store is not None:
-            for log in topic.partitions:
-                self.store.attach(log, *_segment_configs(topic))
             self.store.set_roll_ms(topic.name, *roll_configs(topic))
             self.store.save_topics(self)
-        return topic
 
     def delete(self, name: str) -> Topic | None:
         topic = self.topics.pop(name, None)
