@@ -51,9 +51,52 @@ TOPIC = Message("MetadataResponseTopic", 3, "0-13", "9+", _TOPIC_FIELDS)
 _I32 = struct.Struct(">i")
 
 
+_PARTITION_FIELDS = next(f for f in _TOPIC_FIELDS if f.name == "partitions").type
+assert isinstance(_PARTITION_FIELDS, list)
+PARTITION = Message("MetadataResponsePartition", 3, "0-13", "9+", _PARTITION_FIELDS)
+_PARTITION_KEYS = 7  # the fields of a partition entry (one more: encoded by the codec alone)
+
+
 def encode_entry(entry: Fields, version: int) -> bytes:
-    """One topic entry of the answer (``topics[i]``), as the codec writes it."""
-    return TOPIC.codec(version).encode(entry)
+    """One topic entry of the answer (``topics[i]``), as the codec writes it. Its partitions
+    are encoded once per distinct entry (leader, replicas...) with the index spliced in."""
+    codec = TOPIC.codec(version)
+    partitions = entry.get("partitions")
+    if not partitions or len(partitions) < 16:
+        return codec.encode(entry)
+    flexible = version >= 9
+    empty = codec.encode({**entry, "partitions": []})
+    # after the partitions: topic_authorized_operations (v8+), the tagged fields (flexible)
+    split = len(empty) - (4 if version >= 8 else 0) - (1 if flexible else 0)
+    out = bytearray(empty[: split - (1 if flexible else 4)])
+    if flexible:
+        write_uvarint(len(partitions) + 1, out)
+    else:
+        out += _I32.pack(len(partitions))
+    one = PARTITION.codec(version)
+    pack = _I32.pack
+    made: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+    for p in partitions:
+        if len(p) != _PARTITION_KEYS:
+            out += one.encode(p)
+            continue
+        key = (
+            p["error_code"],
+            p["leader_id"],
+            p.get("leader_epoch"),
+            tuple(p["replica_nodes"]),
+            tuple(p["isr_nodes"]),
+            tuple(p.get("offline_replicas") or ()),
+        )
+        found = made.get(key)
+        if found is None:
+            encoded_one = one.encode({**p, "partition_index": 0})
+            found = made[key] = (encoded_one[:2], encoded_one[6:])  # error_code | index | rest
+        out += found[0]
+        out += pack(p["partition_index"])
+        out += found[1]
+    out += empty[split:]
+    return bytes(out)
 
 
 @dataclass
