@@ -15,6 +15,8 @@ round trip is at least as long as the loop was held. Phases:
   its partitions counted after the bystander stops).
 - ``scrape``: ``GET /metrics``, ``--repeat`` times (one series per partition:
   kgroupd_log_end_offset).
+- ``grow``, ``delete``: CreatePartitions adding ``--per-request`` partitions to a new topic,
+  then DeleteTopics of it.
 - ``restart`` (disk): SIGKILL, start again on the same data dir; the time until an ApiVersions
   is answered and until ``/readyz`` says ready; then a Metadata checks every partition is
   back and ListOffsets the produced partitions' ends.
@@ -233,6 +235,51 @@ def scrape_phase(http: int, by: Bystander, args: argparse.Namespace) -> list[str
     ]
 
 
+def grow_delete_phase(port: int, by: Bystander, args: argparse.Namespace) -> list[str]:
+    """CreatePartitions adding ``--per-request`` partitions to a new topic, then DeleteTopics
+    of it (the broker has ``--partitions`` more meanwhile)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        body = {
+            "topics": [
+                {
+                    "name": "scale-extra",
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 60000,
+            "validate_only": False,
+        }
+        raw_call(s, 19, 7, body)
+        grow = {
+            "topics": [{"name": "scale-extra", "count": args.per_request + 1, "assignments": None}],
+            "timeout_ms": 60000,
+            "validate_only": False,
+        }
+        by.mark()
+        raw, grew = raw_call(s, 37, 3, grow)
+        grow_samples = by.take()
+        result = h.decode_response(37, 3, raw)["results"][0]
+        if result["error_code"]:
+            raise RuntimeError(f"CreatePartitions: {result}")
+        by.mark()
+        raw, deleted = raw_call(
+            s, 20, 6, {"topics": [{"name": "scale-extra"}], "timeout_ms": 60000}
+        )
+        delete_samples = by.take()
+        result = h.decode_response(20, 6, raw)["responses"][0]
+        if result["error_code"]:
+            raise RuntimeError(f"DeleteTopics: {result}")
+    return [
+        f"CreatePartitions +{args.per_request}: request {grew * 1000:.0f} ms; bystander "
+        f"{stall(grow_samples)}",
+        f"DeleteTopics of {args.per_request + 1} partitions: request {deleted * 1000:.0f} ms; "
+        f"bystander {stall(delete_samples)}",
+    ]
+
+
 def ready(http: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=5) as resp:
@@ -320,7 +367,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> list[str]:
     port, http = h.free_port(), h.free_port()
     lines = [f"**{mode}**"]
     with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.tmp) as tmp:
-        extra = ["--max-partitions", str(args.partitions + 1000)]
+        extra = ["--max-partitions", str(args.partitions + args.per_request + 1000)]
         if mode == "disk":
             extra += ["--data-dir", tmp]
         log_path = Path(tmp).parent / f"bench-scale-{port}.log"
@@ -333,6 +380,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> list[str]:
                 lines += create_phase(port, by, args)
                 lines += metadata_phase(port, by, args)
                 lines += scrape_phase(http, by, args)
+                lines += grow_delete_phase(port, by, args)
             finally:
                 by.stop()
             if mode == "disk":
