@@ -10,7 +10,7 @@ custom collector). The coordinator tells of rebalances and commits through its p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
@@ -224,19 +224,29 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
 
 
 def _log_ends(ends: list[tuple[str, list[int]]]) -> Iterator[tuple[list[str], float]]:
-    merged: dict[tuple[str, int], int] = {}
+    """Per (topic label, partition), in that order; topics under one label (``__other__``)
+    summed partition by partition. Nothing is made per partition but its row."""
+    by_label: dict[str, list[list[int]]] = {}
     for label, values in ends:
+        by_label.setdefault(label, []).append(values)
+    for label in sorted(by_label):
+        lists = by_label[label]
+        values = lists[0]
+        if len(lists) > 1:
+            values = [0] * max(len(v) for v in lists)
+            for more in lists:
+                for index, value in enumerate(more):
+                    values[index] += value
         for index, value in enumerate(values):
-            key = (label, index)
-            merged[key] = merged.get(key, 0) + value
-    for (label, index), value in sorted(merged.items()):
-        yield [label, str(index)], value
+            yield [label, str(index)], value
 
 
 class Later(GaugeMetricFamily):
-    """A gauge family whose samples are made when first read: by the scrape's rendering, on
-    a worker thread (``kgroupd.broker.http.listener``), from values the event loop copied
-    (``rows``: label values and value of each sample; it must read no broker state)."""
+    """A gauge family whose samples are made as they are read: by the scrape's rendering,
+    on a worker thread (``kgroupd.broker.http.listener``), from values the event loop copied
+    (``rows``: each sample's label values and value; it must read no broker state). Each
+    sample is garbage once written, so 100,000 of them never sit in memory together (nor
+    make the collector walk them)."""
 
     def __init__(
         self,
@@ -245,21 +255,34 @@ class Later(GaugeMetricFamily):
         labels: list[str],
         rows: Callable[[], Iterable[tuple[list[str], float]]],
     ) -> None:
-        self._rows: Callable[[], Iterable[tuple[list[str], float]]] | None = None
         super().__init__(name, documentation, labels=labels)
         self._rows = rows
 
     @property
     def samples(self) -> list[Sample]:
-        rows, self._rows = self._rows, None
-        if rows is not None:
-            for labels, value in rows():
-                self.add_metric(labels, value)
-        return self._samples
+        return _Samples(self.name, self._labelnames, self._rows)
 
     @samples.setter
     def samples(self, value: list[Sample]) -> None:
-        self._samples = value
+        pass  # made from the rows each time they are read
+
+
+class _Samples(list[Sample]):
+    """The samples of a ``Later`` family, made one by one as they are iterated."""
+
+    def __init__(
+        self,
+        name: str,
+        labels: Sequence[str],
+        rows: Callable[[], Iterable[tuple[list[str], float]]],
+    ) -> None:
+        super().__init__()
+        self._made = (name, labels, rows)
+
+    def __iter__(self) -> Iterator[Sample]:
+        name, labels, rows = self._made
+        for values, value in rows():
+            yield Sample(name, dict(zip(labels, values, strict=True)), value)
 
 
 def _coordinator_log_bytes(broker: Broker) -> int:
