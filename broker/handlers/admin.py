@@ -315,7 +315,7 @@ def _delete(
 
 
 @handler(37)
-def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
+def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields | Awaitable[Fields]:
     topics = ctx.broker.topics
     validate_only = req["validate_only"]
     results = []
@@ -338,49 +338,87 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
             ]
         }
     mutations = PartitionMutations(ctx, strict_since=3)
+    sliced = (
+        not validate_only
+        and requested > CREATE_SLICE
+        and not ctx.broker.throttle.enabled(REQUEST_QUOTA)
+    )
+    if sliced:
+        return _add_partitions_in_slices(ctx, req["topics"], mutations)
     for item in req["topics"]:
-        name = item["name"]
-        count = item["count"]
-        raw = item["assignments"]
-        assignment = None if raw is None else [a["broker_ids"] for a in raw]
-        topic = topics.get(name)
-        code, message = ErrorCode.NONE, None
-        if ctx.denies(TOPIC_ALTER, name):
-            code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
-        elif name in topics.internal:
-            code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            message = f"Cannot add partitions to internal topic {name}."
-        elif topic is None:
-            code, message = (
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"The topic '{name}' does not exist.",
-            )
-        elif count < len(topic.partitions):
-            code = ErrorCode.INVALID_PARTITIONS
-            message = (
-                f"Topic currently has {len(topic.partitions)} partitions, which is higher "
-                f"than the requested {count}."
-            )
-        elif count == len(topic.partitions):
-            code, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions."
-        elif assignment is not None and len(assignment) != count - len(topic.partitions):
-            code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            message = (
-                f"Increasing the number of partitions by {count - len(topic.partitions)} "
-                f"but {len(assignment)} assignments provided."
-            )
-        elif assignment is not None and any(list(a) != [ctx.broker.node_id] for a in assignment):
-            code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            message = f"Replica assignments may name only broker {ctx.broker.node_id}."
-        elif not validate_only:
+        name, count = item["name"], item["count"]
+        code, message = _partitions_refused(ctx, item)
+        if code == ErrorCode.NONE and not validate_only:
             try:
-                mutations.take(count - len(topic.partitions))
+                mutations.take(count - len(topics.topics[name].partitions))
                 topics.add_partitions(name, count)
                 ctx.log.info("partitions_created", topic=name, partitions=count)
             except TopicError as exc:
                 code, message = exc.code, exc.message
         results.append({"name": name, "error_code": int(code), "error_message": message})
     return mutations.answer({"results": results})
+
+
+async def _add_partitions_in_slices(
+    ctx: RequestContext, items: list[Fields], mutations: PartitionMutations
+) -> Fields:
+    topics = ctx.broker.topics
+    results = []
+    for item in items:
+        name, count = item["name"], item["count"]
+        code, message = _partitions_refused(ctx, item)
+        if code == ErrorCode.NONE:
+            try:
+                mutations.take(count - len(topics.topics[name].partitions))
+                await topics.add_partitions_in_slices(name, count, CREATE_SLICE)
+                ctx.log.info("partitions_created", topic=name, partitions=count)
+            except TopicError as exc:
+                code, message = exc.code, exc.message
+        results.append({"name": name, "error_code": int(code), "error_message": message})
+    return mutations.answer({"results": results})
+
+
+def _partitions_refused(ctx: RequestContext, item: Fields) -> tuple[ErrorCode, str | None]:
+    """Why one topic of a CreatePartitions may not grow as asked, or (NONE, None)."""
+    topics = ctx.broker.topics
+    name = item["name"]
+    count = item["count"]
+    raw = item["assignments"]
+    assignment = None if raw is None else [a["broker_ids"] for a in raw]
+    topic = topics.get(name)
+    code: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    if ctx.denies(TOPIC_ALTER, name):
+        code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+    elif name in topics.internal:
+        code = ErrorCode.INVALID_TOPIC_EXCEPTION
+        message = f"Cannot add partitions to internal topic {name}."
+    elif topic is None:
+        code, message = (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"The topic '{name}' does not exist.",
+        )
+    elif name in topics.creating:  # partitions being added a slice at a time: retriable
+        code = ErrorCode.REASSIGNMENT_IN_PROGRESS
+        message = f"Partitions are being added to topic {name}."
+    elif count < len(topic.partitions):
+        code = ErrorCode.INVALID_PARTITIONS
+        message = (
+            f"Topic currently has {len(topic.partitions)} partitions, which is higher "
+            f"than the requested {count}."
+        )
+    elif count == len(topic.partitions):
+        code, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions."
+    elif assignment is not None and len(assignment) != count - len(topic.partitions):
+        code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        message = (
+            f"Increasing the number of partitions by {count - len(topic.partitions)} "
+            f"but {len(assignment)} assignments provided."
+        )
+    elif assignment is not None and any(list(a) != [ctx.broker.node_id] for a in assignment):
+        code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        message = f"Replica assignments may name only broker {ctx.broker.node_id}."
+    return code, message
 
 
 # DescribeConfigs ----------------------------------------------------------------------------

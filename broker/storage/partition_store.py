@@ -364,12 +364,14 @@ class PartitionStore:
         return deleted
 
     def forget(self) -> None:
-        """The topic is deleted: close its files."""
+        """The topic is deleted: close its files, and let go of the partition (no cycle
+        left: the two are freed by reference counting, also once gc.freeze kept them)."""
         for seg in self.segments:
             self.read_fds.drop(seg)
         if self.fd >= 0:
             self.worker.close_fd(self.fd)
             self.fd = -1
+        self.log = None
 
     def close(self) -> None:
         """Clean stop: the active segment's index file, then fsync."""

@@ -13,6 +13,7 @@ retention.bytes; DeleteRecords deletes those wholly below the new log start offs
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -137,6 +138,18 @@ class TopicStore:
             if store.on_disk:  # a partition never written to has no directory
                 shutil.rmtree(store.directory, ignore_errors=True)
 
+    def forget_partitions(self, name: str, first: int, end: int) -> None:
+        """Partitions made for a topic but never added to it (never written: no files)."""
+        gone = set()
+        for p in range(first, end):
+            store = self.partitions.pop((name, p), None)
+            if store is not None:
+                store.forget()
+                gone.add(id(store))
+        kept = self.by_topic.get(name)
+        if kept is not None:
+            self.by_topic[name] = [s for s in kept if id(s) not in gone]
+
     # --- start-up --------------------------------------------------------------------------
     def load(self, topics: TopicManager) -> None:
         """Recreate every topic and partition log from disk."""
@@ -167,6 +180,9 @@ class TopicStore:
             self.set_roll_ms(
                 name, int(topic.config("segment.ms")), int(topic.config("segment.jitter.ms"))
             )
+        # every partition lives until its topic is deleted: out of the collector's way
+        # (TopicManager.create_in_slices says why)
+        gc.freeze()
         log.info(
             "topic_data_loaded",
             partitions=len(self.partitions),

@@ -27,7 +27,7 @@ from tests.support.kafka_wire import (
 )
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
-CREATE_TOPICS = 19
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 EXISTS = int(ErrorCode.TOPIC_ALREADY_EXISTS)
 
 
@@ -64,6 +64,43 @@ async def test_a_large_create_and_a_rival_for_its_name(server: KafkaServer) -> N
         # the partitions count as they are: a second big topic fits only under the limit
         again = await one.request(CREATE_TOPICS, 7, create_topics_request("big", 2))
         assert again["topics"][0]["error_code"] == EXISTS
+
+
+def _grow(name: str, count: int) -> dict[str, Any]:
+    return {
+        "topics": [{"name": name, "count": count, "assignments": None}],
+        "timeout_ms": 5000,
+        "validate_only": False,
+    }
+
+
+async def test_partitions_added_in_slices_and_rivals(server: KafkaServer) -> None:
+    """CreatePartitions over CREATE_SLICE: the partitions appear all at once; a rival
+    CreatePartitions meanwhile is REASSIGNMENT_IN_PROGRESS (retriable), or answered as if
+    before or after; a DeleteTopics meanwhile wins and the growth is answered as unknown."""
+    big = CREATE_SLICE * 3 + 7
+    async with (
+        await WireClient.connect(server.port) as one,
+        await WireClient.connect(server.port) as other,
+    ):
+        for name in ("grown", "doomed"):
+            resp = await one.request(CREATE_TOPICS, 7, create_topics_request(name, 1))
+            assert resp["topics"][0]["error_code"] == 0
+        first = await one.send(CREATE_PARTITIONS, 3, _grow("grown", big))
+        second = await other.send(CREATE_PARTITIONS, 3, _grow("grown", 5))
+        grew = (await one.receive(CREATE_PARTITIONS, 3, first))["results"][0]
+        rival = (await other.receive(CREATE_PARTITIONS, 3, second))["results"][0]
+        assert grew["error_code"] == 0
+        in_progress, invalid = ErrorCode.REASSIGNMENT_IN_PROGRESS, ErrorCode.INVALID_PARTITIONS
+        assert rival["error_code"] in (0, int(in_progress), int(invalid))
+        first = await one.send(CREATE_PARTITIONS, 3, _grow("doomed", big))
+        second = await other.send(DELETE_TOPICS, 6, {"topics": [{"name": "doomed"}]})
+        doomed = (await one.receive(CREATE_PARTITIONS, 3, first))["results"][0]
+        deleted = (await other.receive(DELETE_TOPICS, 6, second))["responses"][0]
+        assert deleted["error_code"] == 0
+        assert doomed["error_code"] in (0, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        assert await partitions_of(one) == {"grown": big}
+        assert server.broker.topics.creating == {}
 
 
 def _commit(topic: str, offsets: dict[int, int]) -> dict[str, Any]:
