@@ -336,14 +336,15 @@ def restart_phase(
     proc.wait()
     proc = start(port, http, extra, log_path)
     served, readied = wait_served(proc, port, http)
+    cpu = h.cpu_seconds(proc.pid)
     with socket.create_connection(("127.0.0.1", port)) as s:
         raw, _ = raw_call(s, 3, 12, METADATA_ALL)
         back = count_partitions(raw)
         ends = list_offsets(s, args.with_data, args.per_request)
     return proc, [
         f"restart after SIGKILL: ApiVersions answered after {served:.2f} s, /readyz ready after "
-        f"{readied:.2f} s; partitions back {back}, produced partitions at end offset 1: "
-        f"{ends}/{args.with_data}"
+        f"{readied:.2f} s (broker CPU by then {cpu:.2f} s); partitions back {back}, "
+        f"produced partitions at end offset 1: {ends}/{args.with_data}"
     ]
 
 

@@ -19,7 +19,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -161,10 +161,30 @@ class TopicStore:
             raise StorageError(
                 f"{path}: format version {table['version']} is newer than this kgroupd reads (1)"
             )
+        # No collection while every partition's objects are made (each full one would walk
+        # all made so far); once loaded they are kept out of the collector's way (they live
+        # until their topic is deleted: TopicManager.create_in_slices says why).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._load(topics, table["topics"])
+        finally:
+            if collecting:
+                gc.enable()
+            gc.freeze()
+        log.info(
+            "topic_data_loaded",
+            partitions=len(self.partitions),
+            batches_read=self.batches_read,
+            bytes_read=self.bytes_read,
+            index_bytes=sum(seg.memory() for p in self.partitions.values() for seg in p.segments),
+        )
+
+    def _load(self, topics: TopicManager, table: dict[str, Any]) -> None:
         # One listing of topics/: a partition without a directory was never written to
         # (nothing to read); only the others are read back.
         on_disk = set(os.listdir(self.dir))
-        for name, spec in table["topics"].items():
+        for name, spec in table.items():
             topic = topics.create(
                 name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
             )
@@ -180,16 +200,6 @@ class TopicStore:
             self.set_roll_ms(
                 name, int(topic.config("segment.ms")), int(topic.config("segment.jitter.ms"))
             )
-        # every partition lives until its topic is deleted: out of the collector's way
-        # (TopicManager.create_in_slices says why)
-        gc.freeze()
-        log.info(
-            "topic_data_loaded",
-            partitions=len(self.partitions),
-            batches_read=self.batches_read,
-            bytes_read=self.bytes_read,
-            index_bytes=sum(seg.memory() for p in self.partitions.values() for seg in p.segments),
-        )
 
     def close(self) -> None:
         for store in self.partitions.values():
