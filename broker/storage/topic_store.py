@@ -17,6 +17,7 @@ import gc
 import json
 import os
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,19 @@ if TYPE_CHECKING:
     from kgroupd.broker.log.topics import TopicManager
 
 log = structlog.get_logger("kgroupd.storage")
+
+# a deleted partition's directory, renamed until its files are removed (Kafka's suffix)
+DELETED_SUFFIX = "-delete"
+
+
+def _remove_later(directories: list[Path]) -> None:
+    """Remove ``directories`` and their files on a thread of their own."""
+
+    def remove() -> None:
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    threading.Thread(target=remove, name="topic-delete", daemon=True).start()
 
 
 class TopicStore:
@@ -128,15 +142,28 @@ class TopicStore:
             store.index_interval = index_interval
 
     def drop_topic(self, name: str, partitions: int) -> None:
+        """A deleted topic: each partition's directory is renamed ``...-delete`` here (one
+        rename each, so a topic of the same name made next starts clean) and removed with
+        its files on a thread (as Kafka's delayed deletion), not on the event loop; a
+        directory left ``-delete`` by a crash is removed at the next start."""
         self.by_topic.pop(name, None)
+        doomed = []
         for p in range(partitions):
             store = self.partitions.pop((name, p), None)
-            if store is None:
-                shutil.rmtree(self.dir / f"{name}-{p}", ignore_errors=True)
+            if store is not None:
+                store.forget()
+                if not store.on_disk:  # a partition never written to has no directory
+                    continue
+            directory = self.dir / f"{name}-{p}"
+            target = self.dir / f"{directory.name}.{uuid.uuid4().hex}{DELETED_SUFFIX}"
+            try:
+                os.rename(directory, target)
+            except FileNotFoundError:
                 continue
-            store.forget()
-            if store.on_disk:  # a partition never written to has no directory
-                shutil.rmtree(store.directory, ignore_errors=True)
+            doomed.append(target)
+        if doomed:
+            self.worker.dirty_dir(self.dir)  # the renames, with the next fsync round
+            _remove_later(doomed)
 
     def forget_partitions(self, name: str, first: int, end: int) -> None:
         """Partitions made for a topic but never added to it (never written: no files)."""
@@ -184,6 +211,9 @@ class TopicStore:
         # One listing of topics/: a partition without a directory was never written to
         # (nothing to read); only the others are read back.
         on_disk = set(os.listdir(self.dir))
+        left = [self.dir / n for n in on_disk if n.endswith(DELETED_SUFFIX)]
+        if left:  # a deleted topic's directories a crash left
+            _remove_later(left)
         for name, spec in table.items():
             topic = topics.create(
                 name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])

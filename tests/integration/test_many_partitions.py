@@ -103,6 +103,39 @@ async def test_partitions_added_in_slices_and_rivals(server: KafkaServer) -> Non
         assert server.broker.topics.creating == {}
 
 
+async def test_a_deleted_topic_leaves_no_data_to_its_successor(tmp_path: Path) -> None:
+    """DeleteTopics renames the partitions' directories ``-delete`` and removes them on a
+    thread: a topic of the same name made at once starts empty, before and after a crash."""
+    topics = tmp_path / "data" / "topics"
+    async with broker_process(tmp_path / "data") as broker:
+        await broker.start()
+        async with await WireClient.connect(broker.port) as wire:
+            for value in (b"old", b"new"):
+                resp = await wire.request(CREATE_TOPICS, 7, create_topics_request("again", 2))
+                assert resp["topics"][0]["error_code"] == 0
+                for p in (0, 1):
+                    batch = build_batch([(b"k", value, [])])
+                    resp = await wire.request(PRODUCE, 9, produce_request("again", p, batch))
+                    assert resp["responses"][0]["partition_responses"][0]["base_offset"] == 0
+                if value == b"old":
+                    body = {"topics": [{"name": "again"}], "timeout_ms": 5000}
+                    resp = await wire.request(DELETE_TOPICS, 6, body)
+                    assert resp["responses"][0]["error_code"] == 0
+        assert {"again-0", "again-1"} <= {p.name for p in topics.iterdir()}
+        await broker.kill()
+        await broker.start()
+        async with await WireClient.connect(broker.port) as wire:
+            for p in (0, 1):
+                resp = await wire.request(FETCH, 12, fetch_request("again", p, 0))
+                data = resp["responses"][0]["partitions"][0]["records"]
+                assert [r.value for r in iter_records(data)] == [b"new"]
+        await broker.stop()
+    assert sorted(p.name for p in topics.iterdir() if not p.name.endswith("-delete")) == [
+        "again-0",
+        "again-1",
+    ]
+
+
 def _commit(topic: str, offsets: dict[int, int]) -> dict[str, Any]:
     return {
         "group_id": "g",
