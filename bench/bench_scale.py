@@ -425,13 +425,15 @@ def main() -> int:
     if args.kgroupd_rev:
         h.use_kgroupd_rev(args.kgroupd_rev)
     load = os.getloadavg()[0]
+    revision = h.kgroupd_revision()  # before the runs (the tree may change meanwhile)
     lines = []
     for mode in args.mode.split(","):
         lines += run_mode(mode, args)
     print(f"\n{h.command_line()}")
+    machine = h.machine().rsplit(", load avg", 1)[0]
     print(
-        f"{h.stamp()}; {h.machine()}, load {load:.2f} at start, {os.getloadavg()[0]:.2f} at "
-        f"the end; {h.kgroupd_revision()}"
+        f"{h.stamp()} (the end); {machine}; load average {load:.2f} when it began, "
+        f"{os.getloadavg()[0]:.2f} at the end; {revision}"
     )
     print("\n".join(lines))
     return 0
