@@ -11,6 +11,7 @@ source, v3 the config type and documentation, v4 is flexible.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 
 from kgroupd.broker.handlers.group_configs import describe_group
 from kgroupd.broker.handlers.metadata import TRANSACTION_STATE
@@ -18,6 +19,7 @@ from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.handlers.throttling import PartitionMutations
 from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC
 from kgroupd.broker.log.topics import TOPIC_CONFIGS, Topic, TopicError
+from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import (
     CLUSTER_CREATE,
@@ -75,7 +77,7 @@ def internal_topic_error(ctx: RequestContext, name: str) -> TopicError | None:
 
 
 @handler(19)
-def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
+def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields | Awaitable[Fields]:
     broker = ctx.broker
     validate_only = req["validate_only"]
     items = req["topics"]
@@ -103,63 +105,118 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields:
             ]
         }
     mutations = PartitionMutations(ctx, strict_since=6)
+    # (a request quota writes its throttle time into the fields: answered at once then)
+    if validate_only or requested <= CREATE_SLICE or broker.throttle.enabled(REQUEST_QUOTA):
+        for item in items:
+            results.append(_create_one(ctx, item, names, validate_only, mutations))
+        return mutations.answer({"topics": results})
+    return _create_in_slices(ctx, items, names, mutations)
+
+
+# A CreateTopics adding more partitions than this makes them this many at a time, giving the
+# event loop back between (a coroutine answers it).
+CREATE_SLICE = 1_000
+
+
+async def _create_in_slices(
+    ctx: RequestContext, items: list[Fields], names: list[str], mutations: PartitionMutations
+) -> Fields:
+    results = []
     for item in items:
-        name = item["name"]
-        partitions = item["num_partitions"]
-        replication = item["replication_factor"]
-        assignment = item["assignments"]
-        configs = {c["name"]: c["value"] for c in item["configs"]}
-        try:
-            if ctx.denies(CLUSTER_CREATE, CLUSTER_NAME) and ctx.denies(TOPIC_CREATE, name):
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            if names.count(name) > 1:
+        slices = _Sliced()
+        found = _create_one(ctx, item, names, False, mutations, slices)
+        if slices.pending is not None:
+            name, partitions, checked = slices.pending
+            try:
+                topic = await ctx.broker.topics.create_in_slices(
+                    name, partitions, checked, CREATE_SLICE
+                )
+            except TopicError as exc:
+                found = _refused(name, exc)
+            else:
+                ctx.log.info("topic_created", topic=name, partitions=partitions)
+                defaults = ctx.broker.topics.defaults
+                found = _created(name, topic.topic_id, partitions, checked, defaults)
+        results.append(found)
+    return mutations.answer({"topics": results})
+
+
+class _Sliced:
+    """Where ``_create_one`` leaves a topic to create in slices (name, partitions, configs)."""
+
+    pending: tuple[str, int, dict[str, str]] | None = None
+
+
+def _refused(name: str, exc: TopicError) -> Fields:
+    return {
+        "name": name,
+        "error_code": int(exc.code),
+        "error_message": exc.message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": None,
+    }
+
+
+def _create_one(
+    ctx: RequestContext,
+    item: Fields,
+    names: list[str],
+    validate_only: bool,
+    mutations: PartitionMutations,
+    slices: _Sliced | None = None,
+) -> Fields:
+    """One topic of a CreateTopics: checked, then created (or, given ``slices``, left there
+    to create in slices); its answer."""
+    broker = ctx.broker
+    name = item["name"]
+    partitions = item["num_partitions"]
+    replication = item["replication_factor"]
+    assignment = item["assignments"]
+    configs = {c["name"]: c["value"] for c in item["configs"]}
+    try:
+        if ctx.denies(CLUSTER_CREATE, CLUSTER_NAME) and ctx.denies(TOPIC_CREATE, name):
+            raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        if names.count(name) > 1:
+            raise TopicError(
+                ErrorCode.INVALID_REQUEST,
+                f"Create topics request from client `{ctx.client_id}` contains multiple "
+                f"entries for the following topics: {name}",
+            )
+        internal = internal_topic_error(ctx, name)
+        if internal is not None:
+            raise internal
+        if assignment:
+            if partitions != -1 or replication != -1:
                 raise TopicError(
                     ErrorCode.INVALID_REQUEST,
-                    f"Create topics request from client `{ctx.client_id}` contains multiple "
-                    f"entries for the following topics: {name}",
+                    "Both numPartitions or replicationFactor and replicasAssignments "
+                    "were set. Both cannot be used at the same time.",
                 )
-            internal = internal_topic_error(ctx, name)
-            if internal is not None:
-                raise internal
-            if assignment:
-                if partitions != -1 or replication != -1:
+            for a in assignment:
+                replicas = a["broker_ids"]
+                if list(replicas) != [broker.node_id]:
                     raise TopicError(
-                        ErrorCode.INVALID_REQUEST,
-                        "Both numPartitions or replicationFactor and replicasAssignments "
-                        "were set. Both cannot be used at the same time.",
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica assignment {list(replicas)} names brokers other than "
+                        f"the only one, {broker.node_id}",
                     )
-                for a in assignment:
-                    replicas = a["broker_ids"]
-                    if list(replicas) != [broker.node_id]:
-                        raise TopicError(
-                            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                            f"Replica assignment {list(replicas)} names brokers other than "
-                            f"the only one, {broker.node_id}",
-                        )
-                partitions = len(assignment)
-                replication = 1
-            checked = broker.topics.check_create(name, partitions, replication, configs)
-            if partitions == -1:
-                partitions = broker.config.default_partitions
-            topic_id = ZERO_UUID
-            if not validate_only:
-                mutations.take(partitions)
-                topic_id = broker.topics.create(name, partitions, checked).topic_id
-                ctx.log.info("topic_created", topic=name, partitions=partitions)
-            defaults = broker.topics.defaults
-            results.append(_created(name, topic_id, partitions, checked, defaults))
-        except TopicError as exc:
-            results.append(
-                {
-                    "name": name,
-                    "error_code": int(exc.code),
-                    "error_message": exc.message,
-                    "num_partitions": -1,
-                    "replication_factor": -1,
-                    "configs": None,
-                }
-            )
-    return mutations.answer({"topics": results})
+            partitions = len(assignment)
+            replication = 1
+        checked = broker.topics.check_create(name, partitions, replication, configs)
+        if partitions == -1:
+            partitions = broker.config.default_partitions
+        topic_id = ZERO_UUID
+        if not validate_only:
+            mutations.take(partitions)
+            if slices is not None:
+                slices.pending = (name, partitions, checked)
+                return {}
+            topic_id = broker.topics.create(name, partitions, checked).topic_id
+            ctx.log.info("topic_created", topic=name, partitions=partitions)
+        return _created(name, topic_id, partitions, checked, broker.topics.defaults)
+    except TopicError as exc:
+        return _refused(name, exc)
 
 
 def config_source(key: str, configs: dict[str, str], defaults: dict[str, str]) -> int:
@@ -258,7 +315,7 @@ def _delete(
 
 
 @handler(37)
-def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
+def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields | Awaitable[Fields]:
     topics = ctx.broker.topics
     validate_only = req["validate_only"]
     results = []
@@ -281,49 +338,87 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields:
             ]
         }
     mutations = PartitionMutations(ctx, strict_since=3)
+    sliced = (
+        not validate_only
+        and requested > CREATE_SLICE
+        and not ctx.broker.throttle.enabled(REQUEST_QUOTA)
+    )
+    if sliced:
+        return _add_partitions_in_slices(ctx, req["topics"], mutations)
     for item in req["topics"]:
-        name = item["name"]
-        count = item["count"]
-        raw = item["assignments"]
-        assignment = None if raw is None else [a["broker_ids"] for a in raw]
-        topic = topics.get(name)
-        code, message = ErrorCode.NONE, None
-        if ctx.denies(TOPIC_ALTER, name):
-            code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
-        elif name in topics.internal:
-            code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            message = f"Cannot add partitions to internal topic {name}."
-        elif topic is None:
-            code, message = (
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"The topic '{name}' does not exist.",
-            )
-        elif count < len(topic.partitions):
-            code = ErrorCode.INVALID_PARTITIONS
-            message = (
-                f"Topic currently has {len(topic.partitions)} partitions, which is higher "
-                f"than the requested {count}."
-            )
-        elif count == len(topic.partitions):
-            code, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions."
-        elif assignment is not None and len(assignment) != count - len(topic.partitions):
-            code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            message = (
-                f"Increasing the number of partitions by {count - len(topic.partitions)} "
-                f"but {len(assignment)} assignments provided."
-            )
-        elif assignment is not None and any(list(a) != [ctx.broker.node_id] for a in assignment):
-            code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            message = f"Replica assignments may name only broker {ctx.broker.node_id}."
-        elif not validate_only:
+        name, count = item["name"], item["count"]
+        code, message = _partitions_refused(ctx, item)
+        if code == ErrorCode.NONE and not validate_only:
             try:
-                mutations.take(count - len(topic.partitions))
+                mutations.take(count - len(topics.topics[name].partitions))
                 topics.add_partitions(name, count)
                 ctx.log.info("partitions_created", topic=name, partitions=count)
             except TopicError as exc:
                 code, message = exc.code, exc.message
         results.append({"name": name, "error_code": int(code), "error_message": message})
     return mutations.answer({"results": results})
+
+
+async def _add_partitions_in_slices(
+    ctx: RequestContext, items: list[Fields], mutations: PartitionMutations
+) -> Fields:
+    topics = ctx.broker.topics
+    results = []
+    for item in items:
+        name, count = item["name"], item["count"]
+        code, message = _partitions_refused(ctx, item)
+        if code == ErrorCode.NONE:
+            try:
+                mutations.take(count - len(topics.topics[name].partitions))
+                await topics.add_partitions_in_slices(name, count, CREATE_SLICE)
+                ctx.log.info("partitions_created", topic=name, partitions=count)
+            except TopicError as exc:
+                code, message = exc.code, exc.message
+        results.append({"name": name, "error_code": int(code), "error_message": message})
+    return mutations.answer({"results": results})
+
+
+def _partitions_refused(ctx: RequestContext, item: Fields) -> tuple[ErrorCode, str | None]:
+    """Why one topic of a CreatePartitions may not grow as asked, or (NONE, None)."""
+    topics = ctx.broker.topics
+    name = item["name"]
+    count = item["count"]
+    raw = item["assignments"]
+    assignment = None if raw is None else [a["broker_ids"] for a in raw]
+    topic = topics.get(name)
+    code: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    if ctx.denies(TOPIC_ALTER, name):
+        code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+    elif name in topics.internal:
+        code = ErrorCode.INVALID_TOPIC_EXCEPTION
+        message = f"Cannot add partitions to internal topic {name}."
+    elif topic is None:
+        code, message = (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"The topic '{name}' does not exist.",
+        )
+    elif name in topics.creating:  # partitions being added a slice at a time: retriable
+        code = ErrorCode.REASSIGNMENT_IN_PROGRESS
+        message = f"Partitions are being added to topic {name}."
+    elif count < len(topic.partitions):
+        code = ErrorCode.INVALID_PARTITIONS
+        message = (
+            f"Topic currently has {len(topic.partitions)} partitions, which is higher "
+            f"than the requested {count}."
+        )
+    elif count == len(topic.partitions):
+        code, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions."
+    elif assignment is not None and len(assignment) != count - len(topic.partitions):
+        code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        message = (
+            f"Increasing the number of partitions by {count - len(topic.partitions)} "
+            f"but {len(assignment)} assignments provided."
+        )
+    elif assignment is not None and any(list(a) != [ctx.broker.node_id] for a in assignment):
+        code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        message = f"Replica assignments may name only broker {ctx.broker.node_id}."
+    return code, message
 
 
 # DescribeConfigs ----------------------------------------------------------------------------

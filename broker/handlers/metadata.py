@@ -14,6 +14,7 @@ unknown id. v13: a top-level error code.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from kgroupd.broker.handlers.authorized import (
     CLUSTER_OPERATIONS,
@@ -21,9 +22,11 @@ from kgroupd.broker.handlers.authorized import (
     TOPIC_OPERATIONS,
     authorized,
 )
+from kgroupd.broker.handlers.metadata_parts import Entry, encoded
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.log.consumer_offsets import OFFSETS_TOPIC
 from kgroupd.broker.log.topics import Topic, TopicError, validate_topic_name
+from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.acls import CLUSTER_NAME, ResourceType
 from kgroupd.broker.security.rules import CLUSTER_CREATE, TOPIC_CREATE, TOPIC_DESCRIBE
 from kgroupd.protocol.codec import ZERO_UUID
@@ -115,7 +118,9 @@ def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UU
 
 
 @handler(3)
-def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
+def handle_metadata(ctx: RequestContext, req: Fields) -> Fields | Any:
+    """The answer's fields, or (the common case) its body from the encoded topics
+    (``metadata_parts``): ``Chunks``, or a coroutine of them."""
     broker = ctx.broker
     topics_mgr = broker.topics
     requested = req["topics"]
@@ -124,19 +129,23 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
     ops = TOPIC_OPERATIONS if req["include_topic_authorized_operations"] else NOT_REQUESTED
     if ctx.access is not None and ops != NOT_REQUESTED:
         ops = -1  # per topic, below
-    entries: list[Fields] = []
+    entries: list[Entry] = []
     if requested is None:
         # all topics: those the principal may not DESCRIBE are left out, as Kafka does
-        entries = [
-            topic_entry(ctx, t, _ops(ctx, t.name, ops))
-            for t in topics_mgr.topics.values()
-            if not ctx.denies(TOPIC_DESCRIBE, t.name)
-        ]
-        entries.extend(
-            topic_entry(ctx, t, _ops(ctx, t.name, ops))
-            for t in topics_mgr.internal.values()
-            if not ctx.denies(TOPIC_DESCRIBE, t.name)
-        )
+        if ctx.access is None:  # no authorizer: every topic, as it is
+            entries = [(t, ops) for t in topics_mgr.topics.values()]
+            entries.extend((t, ops) for t in topics_mgr.internal.values())
+        else:
+            entries = [
+                (t, _ops(ctx, t.name, ops))
+                for t in topics_mgr.topics.values()
+                if not ctx.denies(TOPIC_DESCRIBE, t.name)
+            ]
+            entries.extend(
+                (t, _ops(ctx, t.name, ops))
+                for t in topics_mgr.internal.values()
+                if not ctx.denies(TOPIC_DESCRIBE, t.name)
+            )
         if broker.transactions.used and not ctx.denies(TOPIC_DESCRIBE, TRANSACTION_STATE):
             entries.append(transaction_state_entry(ctx, _ops(ctx, TRANSACTION_STATE, ops)))
     else:
@@ -161,7 +170,7 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
                 elif found is None:
                     entries.append(error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                 else:
-                    entries.append(topic_entry(ctx, found, _ops(ctx, found.name, ops)))
+                    entries.append((found, _ops(ctx, found.name, ops)))
                 continue
             if name in seen:
                 continue
@@ -186,13 +195,18 @@ def handle_metadata(ctx: RequestContext, req: Fields) -> Fields:
             for node, host, port in nodes.brokers(ctx.advertised)
         ]
         controller = nodes.controller
-    return {
+    response: Fields = {
         "brokers": brokers,
         "cluster_id": broker.cluster_id,
         "controller_id": controller,
-        "topics": entries,
         "cluster_authorized_operations": cluster_ops,
     }
+    # the throttle time goes into the fields; simulated nodes move leaders at run time, which
+    # the encoded parts (keyed by topic and partition count) do not follow
+    if nodes is not None or broker.throttle.enabled(REQUEST_QUOTA):
+        response["topics"] = [topic_entry(ctx, *e) if isinstance(e, tuple) else e for e in entries]
+        return response
+    return encoded(ctx, response, entries, topic_entry)
 
 
 def _ops(ctx: RequestContext, name: str, ops: int) -> int:
@@ -206,7 +220,7 @@ def _may_create(ctx: RequestContext, name: str) -> bool:
     return not ctx.denies(CLUSTER_CREATE, CLUSTER_NAME) or not ctx.denies(TOPIC_CREATE, name)
 
 
-def _by_name(ctx: RequestContext, name: str, allow_auto: bool, ops: int) -> Fields:
+def _by_name(ctx: RequestContext, name: str, allow_auto: bool, ops: int) -> Entry:
     broker = ctx.broker
     if ctx.denies(TOPIC_DESCRIBE, name or ""):
         return error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -226,7 +240,7 @@ def _by_name(ctx: RequestContext, name: str, allow_auto: bool, ops: int) -> Fiel
         topic = broker.topics.create(name, broker.config.default_partitions)
         ctx.log.info("topic_auto_created", topic=name, partitions=broker.config.default_partitions)
     if topic is not None:
-        return topic_entry(ctx, topic, ops)
+        return topic, ops
     try:
         validate_topic_name(name)
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

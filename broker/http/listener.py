@@ -136,4 +136,19 @@ class _Collected:
 
 
 def _render(families: list[Metric]) -> bytes:
-    return generate_latest(_Collected(families))
+    """The text of ``families`` in order; those that write their own (``metrics.Later``: a
+    line per partition) do, the others through ``generate_latest``."""
+    out: list[bytes] = []
+    plain: list[Metric] = []
+    for family in families:
+        text = getattr(family, "text", None)
+        if text is None:
+            plain.append(family)
+            continue
+        if plain:
+            out.append(generate_latest(_Collected(plain)))
+            plain = []
+        out.append(text().encode())
+    if plain:
+        out.append(generate_latest(_Collected(plain)))
+    return b"".join(out)

@@ -10,7 +10,7 @@ custom collector). The coordinator tells of rebalances and commits through its p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
@@ -20,6 +20,8 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from kgroupd.broker.http.share_metrics import share_group_states, share_metrics
 from kgroupd.broker.stats import REQUEST_BUCKETS, BrokerStats, Names, PlainHistogram
@@ -137,14 +139,6 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
         "A group's generation (consumer groups: epoch)",
         labels=["group"],
     )
-    lag = GaugeMetricFamily(
-        "kgroupd_consumergroup_lag",
-        "Log end offset minus the group's committed offset",
-        labels=["group", "topic", "partition"],
-    )
-    lag_sum = GaugeMetricFamily(
-        "kgroupd_consumergroup_lag_sum", "A group's lag over its partitions", labels=["group"]
-    )
     counts: dict[tuple[str, str], int] = {}
     per_group: dict[str, list[int]] = {}  # label -> [members, generation]
     lags: dict[tuple[str, str, int], int] = {}
@@ -189,11 +183,20 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
         members.add_metric([label], n)
         generation.add_metric([label], gen)
     sums: dict[str, int] = {}
-    for (group, topic, partition), value in sorted(lags.items()):
-        lag.add_metric([group, topic, str(partition)], value)
+    for (group, _topic, _partition), value in lags.items():
         sums[group] = sums.get(group, 0) + value
-    for group, value in sorted(sums.items()):
-        lag_sum.add_metric([group], value)
+    lag = Later(
+        "kgroupd_consumergroup_lag",
+        "Log end offset minus the group's committed offset",
+        ["group", "topic", "partition"],
+        lambda: (([g, t, str(p)], v) for (g, t, p), v in sorted(lags.items())),
+    )
+    lag_sum = Later(
+        "kgroupd_consumergroup_lag_sum",
+        "A group's lag over its partitions",
+        ["group"],
+        lambda: (([g], v) for g, v in sorted(sums.items())),
+    )
     yield from (groups, members, generation, lag, lag_sum)
     yield from share_metrics(broker, s.groups, s.topics)
     commits = CounterMetricFamily(
@@ -201,24 +204,106 @@ def _state(broker: Broker, s: BrokerStats) -> Iterator[Metric]:
     )
     commits.add_metric([], sum(shard.offsets_committed for shard in broker.coordinator.shards))
     yield commits
-    ends: dict[tuple[str, int], int] = {}
-    for name, found_topic in topics.topics.items():
-        tlabel = s.topics(name)
-        for index, part in enumerate(found_topic.partitions):
-            end_key = (tlabel, index)
-            ends[end_key] = ends.get(end_key, 0) + part.high_watermark
-    log_end = GaugeMetricFamily(
-        "kgroupd_log_end_offset", "The next offset of a partition", labels=["topic", "partition"]
+    # one list of log ends per topic, copied here; labelled, merged and sorted on the
+    # scrape's worker thread (a series per partition: 100,000 of them at 100,000 partitions)
+    ends = [
+        (s.topics(name), [part.high_watermark for part in t.partitions])
+        for name, t in topics.topics.items()
+    ]
+    yield Later(
+        "kgroupd_log_end_offset",
+        "The next offset of a partition",
+        ["topic", "partition"],
+        lambda: _log_ends(ends),
     )
-    for (label, index), value in sorted(ends.items()):
-        log_end.add_metric([label, str(index)], value)
-    yield log_end
     size = GaugeMetricFamily(
         "kgroupd_coordinator_log_bytes",
         "Bytes of the coordinator log since its last snapshot (0 without --data-dir)",
         value=_coordinator_log_bytes(broker),
     )
     yield size
+
+
+def _log_ends(ends: list[tuple[str, list[int]]]) -> Iterator[tuple[list[str], float]]:
+    """Per (topic label, partition), in that order; topics under one label (``__other__``)
+    summed partition by partition. Nothing is made per partition but its row."""
+    by_label: dict[str, list[list[int]]] = {}
+    for label, values in ends:
+        by_label.setdefault(label, []).append(values)
+    for label in sorted(by_label):
+        lists = by_label[label]
+        values = lists[0]
+        if len(lists) > 1:
+            values = [0] * max(len(v) for v in lists)
+            for more in lists:
+                for index, value in enumerate(more):
+                    values[index] += value
+        for index, value in enumerate(values):
+            yield [label, str(index)], value
+
+
+class Later(GaugeMetricFamily):
+    """A gauge family whose samples are made as they are read: by the scrape's rendering,
+    on a worker thread (``kgroupd.broker.http.listener``), from values the event loop copied
+    (``rows``: each sample's label values and value; it must read no broker state). Each
+    sample is garbage once written, so 100,000 of them never sit in memory together (nor
+    make the collector walk them)."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labels: list[str],
+        rows: Callable[[], Iterable[tuple[list[str], float]]],
+    ) -> None:
+        super().__init__(name, documentation, labels=labels)
+        self._rows = rows
+
+    @property
+    def samples(self) -> list[Sample]:
+        return _Samples(self.name, self._labelnames, self._rows)
+
+    @samples.setter
+    def samples(self, value: list[Sample]) -> None:
+        pass  # made from the rows each time they are read
+
+    def text(self) -> str:
+        """The family in the Prometheus text format, as ``generate_latest`` writes it (label
+        names in order, values escaped, ``floatToGoString`` values), one line per row and no
+        Sample: 0.16 s instead of 0.55 at 100,000 series (measured, in process)."""
+        name = self.name
+        doc = self.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        names = self._labelnames
+        order = sorted(range(len(names)), key=names.__getitem__)
+        lines = [f"# HELP {name} {doc}\n# TYPE {name} gauge\n"]
+        for values, value in self._rows():
+            labels = ",".join(f'{names[i]}="{_escape(values[i])}"' for i in order)
+            lines.append(f"{name}{{{labels}}} {floatToGoString(value)}\n")
+        return "".join(lines)
+
+
+def _escape(value: str) -> str:
+    if "\\" in value or "\n" in value or '"' in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return value
+
+
+class _Samples(list[Sample]):
+    """The samples of a ``Later`` family, made one by one as they are iterated."""
+
+    def __init__(
+        self,
+        name: str,
+        labels: Sequence[str],
+        rows: Callable[[], Iterable[tuple[list[str], float]]],
+    ) -> None:
+        super().__init__()
+        self._made = (name, labels, rows)
+
+    def __iter__(self) -> Iterator[Sample]:
+        name, labels, rows = self._made
+        for values, value in rows():
+            yield Sample(name, dict(zip(labels, values, strict=True)), value)
 
 
 def _coordinator_log_bytes(broker: Broker) -> int:

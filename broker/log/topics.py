@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import re
 import uuid
 from collections.abc import Callable
@@ -254,6 +256,8 @@ class TopicStore(Protocol):
 
     def set_roll_ms(self, name: str, segment_ms: int, jitter_ms: int) -> None: ...
 
+    def forget_partitions(self, name: str, first: int, end: int) -> None: ...
+
 
 class TopicManager:
     def __init__(self) -> None:
@@ -279,6 +283,8 @@ class TopicManager:
         self.internal: dict[str, Topic] = {}
         # name -> called with a partition index before that partition is read
         self.internal_readers: dict[str, Callable[[int], None]] = {}
+        # topics being created a slice at a time (``create_in_slices``): name -> partitions
+        self.creating: dict[str, int] = {}
 
     def _changed(self) -> None:
         self.version += 1
@@ -313,13 +319,14 @@ class TopicManager:
 
     def partition_count(self) -> int:
         """Partitions of every topic but the internal ones (what --max-partitions bounds)."""
-        return sum(len(t.partitions) for n, t in self.topics.items() if not n.startswith("__"))
+        made = sum(len(t.partitions) for n, t in self.topics.items() if not n.startswith("__"))
+        return made + sum(self.creating.values())
 
     def check_create(
         self, name: str, partitions: int, replication: int, configs: dict[str, str | None]
     ) -> dict[str, str]:
         validate_topic_name(name)
-        if name in self.topics:
+        if name in self.topics or name in self.creating:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if partitions <= 0 and partitions != -1:
             raise TopicError(
@@ -347,19 +354,91 @@ class TopicManager:
         topic_id: uuid.UUID | None = None,
     ) -> Topic:
         topic = Topic(name, [], dict(configs or {}), topic_id or uuid.uuid4(), self.defaults)
-        topic.add_partitions(partitions)
-        for log in topic.partitions:
-            log.budget = self.budget
-        self.topics[name] = topic
+        self._grow(topic, partitions)
+        self._register(topic)
+        return topic
+
+    async def create_in_slices(
+        self, name: str, partitions: int, configs: dict[str, str], step: int
+    ) -> Topic:
+        """``create``, its partitions made ``step`` at a time with the event loop given back
+        between (a CreateTopics of 10,000 partitions holds it no longer than ``step`` take).
+        The topic is known only once whole; meanwhile its name is taken (``check_create``)
+        and its partitions count against the limit (``partition_count``)."""
+        self.creating[name] = partitions
+        topic = Topic(name, [], dict(configs), uuid.uuid4(), self.defaults)
+        try:
+            while len(topic.partitions) < partitions:
+                gc.freeze()  # (below) each collection meanwhile walks one slice at most
+                self._grow(topic, min(partitions, len(topic.partitions) + step))
+                await asyncio.sleep(0)
+        except BaseException:
+            if self.store is not None:  # nothing was written: no file to remove
+                self.store.drop_topic(name, len(topic.partitions))
+            raise
+        finally:
+            del self.creating[name]
+        self._register(topic)
+        # The partitions live until the topic is deleted: out of the collector's way, or
+        # every full collection walks them all (0.1-0.3 s at 100,000 partitions, measured:
+        # a stall of the event loop). A deleted partition is freed by reference counting
+        # (its store lets go of it: PartitionStore.forget).
+        gc.freeze()
+        return topic
+
+    async def add_partitions_in_slices(self, name: str, total: int, step: int) -> None:
+        """``add_partitions``, ``step`` at a time (``create_in_slices``): the topic has them
+        once all are made; meanwhile its partitions are not to change (``creating``)."""
+        topic = self.topics[name]
+        before = len(topic.partitions)
+        self.creating[name] = total - before
+        fresh: list[PartitionLog] = []
+        try:
+            while before + len(fresh) < total:
+                gc.freeze()
+                start = before + len(fresh)
+                fresh += self._make(topic, start, min(total, start + step))
+                await asyncio.sleep(0)
+            if self.topics.get(name) is not topic:
+                raise TopicError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+                )
+        except BaseException:
+            if self.store is not None:
+                self.store.forget_partitions(name, before, before + len(fresh))
+            raise
+        finally:
+            del self.creating[name]
+        topic.partitions += fresh
+        self._changed()
+        if self.store is not None:
+            self.store.set_roll_ms(topic.name, *roll_configs(topic))
+            self.store.save_topics(self)
+        gc.freeze()
+
+    def _grow(self, topic: Topic, total: int) -> None:
+        topic.partitions += self._make(topic, len(topic.partitions), total)
+
+    def _make(self, topic: Topic, first: int, end: int) -> list[PartitionLog]:
+        """Partitions ``first`` to ``end`` of ``topic`` (not added to it), with their store."""
+        fresh = [PartitionLog(topic.name, i) for i in range(first, end)]
+        budget, store = self.budget, self.store
+        for log in fresh:
+            log.budget = budget
+        if store is not None:
+            segment_bytes, index_interval = _segment_configs(topic)
+            for log in fresh:
+                store.attach(log, segment_bytes, index_interval)
+        return fresh
+
+    def _register(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
         self.ids[topic.topic_id] = topic
         self.ids_by_bytes[topic.topic_id.bytes] = topic
         self._changed()
         if self.store is not None:
-            for log in topic.partitions:
-                self.store.attach(log, *_segment_configs(topic))
             self.store.set_roll_ms(topic.name, *roll_configs(topic))
             self.store.save_topics(self)
-        return topic
 
     def delete(self, name: str) -> Topic | None:
         topic = self.topics.pop(name, None)
@@ -377,16 +456,13 @@ class TopicManager:
 
     def add_partitions(self, name: str, total: int) -> None:
         topic = self.topics[name]
-        before = len(topic.partitions)
-        topic.add_partitions(total)
-        for log in topic.partitions[before:]:
-            log.budget = self.budget
+        gc.freeze()  # what lives now stays out of the collections the new partitions cause
+        self._grow(topic, total)
         self._changed()
         if self.store is not None:
-            for log in topic.partitions[before:]:
-                self.store.attach(log, *_segment_configs(topic))
             self.store.set_roll_ms(topic.name, *roll_configs(topic))
             self.store.save_topics(self)
+        gc.freeze()  # and so do they (create_in_slices says why)
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a topic's dynamic configs (AlterConfigs); retention reads them at its next

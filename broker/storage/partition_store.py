@@ -140,7 +140,9 @@ def _on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[int], None], arg: 
 class PartitionStore:
     """The segment files of one partition; the last one is open for appends."""
 
-    directory: Path
+    # its directory, or (the topics directory, its name): made a Path on first use (a
+    # Path costs microseconds, times every partition at start-up)
+    home: Path | tuple[Path, str]
     worker: FsyncWorker
     segment_bytes: int
     index_interval: int = INDEX_INTERVAL_BYTES  # index.interval.bytes of new segments
@@ -166,6 +168,15 @@ class PartitionStore:
     first_ts_read: bool = False
     created_ms: int = field(default_factory=now_ms)
     roll_jitter_ms: int = 0
+    # whether ``directory`` exists: made with the first segment (TopicStore.attach)
+    on_disk: bool = True
+
+    @property
+    def directory(self) -> Path:
+        home = self.home
+        if isinstance(home, tuple):
+            self.home = home = home[0] / home[1]
+        return home
 
     @property
     def size(self) -> int:
@@ -232,6 +243,8 @@ class PartitionStore:
         if self.fd >= 0:
             self.checkpoint()  # the index file of the segment it leaves, final
             self.worker.retire(self.fd)  # fsynced (before any waiter is answered), then closed
+        if not self.on_disk:
+            self.make_directory()
         path = self.directory / f"{base_offset:020d}.log"
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.segments.append(Segment(base_offset, path, interval=self.index_interval))
@@ -239,6 +252,13 @@ class PartitionStore:
         # The new name is durable once the directory is, before any answer that waits for a
         # batch in this segment.
         self.worker.dirty_dir(self.directory)
+
+    def make_directory(self) -> None:
+        """The partition's directory, on its first write; its name is durable with the next
+        fsync round (before any answer waiting for that write)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.worker.dirty_dir(self.directory.parent)
+        self.on_disk = True
 
     def checkpoint(self) -> None:
         """Write the active segment's index file, with the partition's state as of now."""
@@ -346,6 +366,8 @@ class PartitionStore:
         """Record the new log start (as Kafka's log-start-offset checkpoint: the segment that
         holds it may keep older batches) and delete whole segments entirely below it (never
         the active one)."""
+        if not self.on_disk:
+            self.make_directory()
         path = self.directory / "log-start-offset"
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -367,12 +389,14 @@ class PartitionStore:
         return deleted
 
     def forget(self) -> None:
-        """The topic is deleted: close its files."""
+        """The topic is deleted: close its files, and let go of the partition (no cycle
+        left: the two are freed by reference counting, also once gc.freeze kept them)."""
         for seg in self.segments:
             self.read_fds.drop(seg)
         if self.fd >= 0:
             self.worker.close_fd(self.fd)
             self.fd = -1
+        self.log = None
 
     def close(self) -> None:
         """Clean stop: the active segment's index file, then fsync."""

@@ -31,7 +31,14 @@ from kgroupd.broker.storage.segment import (
     boundary_holds,
     read_index,
 )
-from kgroupd.broker.storage.segment_cleaner import COMPACTED, load_progress
+from kgroupd.broker.storage.segment_cleaner import (
+    CLEANED,
+    COMPACTED,
+    DELETED,
+    PROGRESS,
+    SWAP,
+    load_progress,
+)
 from kgroupd.broker.storage.segment_cleaner import recover as recover_cleaning
 from kgroupd.protocol.records import (
     HEADER_SIZE,
@@ -77,12 +84,16 @@ class LoadState:
 
 
 def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> LoadState:
-    recover_cleaning(store.directory)  # a cleaner's pass cut short
-    gaps = (store.directory / COMPACTED).exists()  # cleaned segments have offset gaps
-    files = sorted(store.directory.glob("*.log"))
-    for orphan in store.directory.glob("*.idx"):
-        if orphan.with_suffix(".log") not in files:
-            orphan.unlink()
+    directory = store.directory
+    names = set(os.listdir(directory))  # one listing: what else is looked for is in it
+    if any(n.endswith((CLEANED, SWAP, DELETED)) for n in names):
+        recover_cleaning(directory)  # a cleaner's pass cut short
+        names = set(os.listdir(directory))
+    gaps = COMPACTED in names  # cleaned segments have offset gaps
+    files = sorted(directory / n for n in names if n.endswith(".log"))
+    for orphan in names:
+        if orphan.endswith(".idx") and orphan[:-4] + ".log" not in names:
+            (directory / orphan).unlink()
     state = LoadState()
     damaged = False
     for i, path in enumerate(files):
@@ -97,15 +108,16 @@ def load_partition(plog: PartitionLog, store: PartitionStore, recover: bool) -> 
         store.bases.append(seg.base_offset)
     plog.txn = state.txn
     store.loaded_producers = state.entries()
-    checkpoint = store.directory / "log-start-offset"
-    start = int(checkpoint.read_text()) if checkpoint.exists() else 0
+    checkpoint = directory / "log-start-offset"
+    start = int(checkpoint.read_text()) if checkpoint.name in names else 0
     if store.segments:
         start = max(start, store.segments[0].base_offset)
         last = store.segments[-1]
         plog.high_watermark = max(last.base_offset, last.last_offset + 1)
         store.fd = os.open(last.path, os.O_WRONLY | os.O_APPEND)
     plog.log_start_offset = start
-    plog.cleaned_to, plog.next_horizon = load_progress(store.directory)
+    if PROGRESS in names:
+        plog.cleaned_to, plog.next_horizon = load_progress(directory)
     plog.size_bytes = store.size
     plog.txn.trim(start)
     return state

@@ -13,12 +13,14 @@ retention.bytes; DeleteRecords deletes those wholly below the new log start offs
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
+import threading
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -42,6 +44,19 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kgroupd.storage")
 
+# a deleted partition's directory, renamed until its files are removed (Kafka's suffix)
+DELETED_SUFFIX = "-delete"
+
+
+def _remove_later(directories: list[Path]) -> None:
+    """Remove ``directories`` and their files on a thread of their own."""
+
+    def remove() -> None:
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    threading.Thread(target=remove, name="topic-delete", daemon=True).start()
+
 
 class TopicStore:
     def __init__(self, root: Path, worker: FsyncWorker, recover: bool) -> None:
@@ -53,6 +68,7 @@ class TopicStore:
         self.worker = worker
         self.recover = recover
         self.partitions: dict[tuple[str, int], PartitionStore] = {}
+        self.by_topic: dict[str, list[PartitionStore]] = {}  # the same, per topic
         self.read_fds = ReadFds()
         # The idempotent producers, for the index files (set by Durability).
         self.producers: ProducerStateManager | None = None
@@ -80,50 +96,86 @@ class TopicStore:
         fsync_dir(self.root)
 
     def attach(
-        self, plog: PartitionLog, segment_bytes: int, index_interval: int = INDEX_INTERVAL_BYTES
+        self,
+        plog: PartitionLog,
+        segment_bytes: int,
+        index_interval: int = INDEX_INTERVAL_BYTES,
+        on_disk: bool = False,
     ) -> PartitionStore:
-        directory = self.dir / f"{plog.topic}-{plog.partition}"
-        if not directory.exists():
-            directory.mkdir(parents=True)
-            self.worker.dirty_dir(self.dir)  # with the first segment's directory fsync
-        store = PartitionStore(
-            directory, self.worker, segment_bytes, index_interval, self.read_fds, log=plog
-        )
+        """The partition's store. Its directory is made with its first segment (or log start
+        offset): a partition nothing was written to costs no file, so creating or loading
+        many partitions stays cheap. ``on_disk``: the directory exists (start-up)."""
         topic, partition = plog.topic, plog.partition
+        store = PartitionStore(
+            (self.dir, f"{topic}-{partition}"),
+            self.worker,
+            segment_bytes,
+            index_interval,
+            self.read_fds,
+            log=plog,
+            on_disk=on_disk,
+        )
 
         def producers_of() -> list[ProducerEntry]:
             return [] if self.producers is None else self.producers.entries(topic, partition)
 
         store.producers_of = producers_of
         self.partitions[(topic, partition)] = store
+        self.by_topic.setdefault(topic, []).append(store)
         plog.store = store
         return store
 
     def set_segment_bytes(self, name: str, segment_bytes: int) -> None:
         """An altered segment.bytes: each partition's next roll follows it."""
-        for (topic, _), store in self.partitions.items():
-            if topic == name:
-                store.segment_bytes = segment_bytes
+        for store in self.by_topic.get(name, ()):
+            store.segment_bytes = segment_bytes
 
     def set_roll_ms(self, name: str, segment_ms: int, jitter_ms: int) -> None:
         """segment.ms and segment.jitter.ms (new or altered): each partition's next append
         checks them; the jitter is drawn at the next roll."""
-        for (topic, _), store in self.partitions.items():
-            if topic == name:
-                store.segment_ms, store.segment_jitter_ms = segment_ms, jitter_ms
+        for store in self.by_topic.get(name, ()):
+            store.segment_ms, store.segment_jitter_ms = segment_ms, jitter_ms
 
     def set_index_interval(self, name: str, index_interval: int) -> None:
         """An altered index.interval.bytes: each partition's next segment follows it."""
-        for (topic, _), store in self.partitions.items():
-            if topic == name:
-                store.index_interval = index_interval
+        for store in self.by_topic.get(name, ()):
+            store.index_interval = index_interval
 
     def drop_topic(self, name: str, partitions: int) -> None:
+        """A deleted topic: each partition's directory is renamed ``...-delete`` here (one
+        rename each, so a topic of the same name made next starts clean) and removed with
+        its files on a thread (as Kafka's delayed deletion), not on the event loop; a
+        directory left ``-delete`` by a crash is removed at the next start."""
+        self.by_topic.pop(name, None)
+        doomed = []
         for p in range(partitions):
             store = self.partitions.pop((name, p), None)
             if store is not None:
                 store.forget()
-            shutil.rmtree(self.dir / f"{name}-{p}", ignore_errors=True)
+                if not store.on_disk:  # a partition never written to has no directory
+                    continue
+            directory = self.dir / f"{name}-{p}"
+            target = self.dir / f"{directory.name}.{uuid.uuid4().hex}{DELETED_SUFFIX}"
+            try:
+                os.rename(directory, target)
+            except FileNotFoundError:
+                continue
+            doomed.append(target)
+        if doomed:
+            self.worker.dirty_dir(self.dir)  # the renames, with the next fsync round
+            _remove_later(doomed)
+
+    def forget_partitions(self, name: str, first: int, end: int) -> None:
+        """Partitions made for a topic but never added to it (never written: no files)."""
+        gone = set()
+        for p in range(first, end):
+            store = self.partitions.pop((name, p), None)
+            if store is not None:
+                store.forget()
+                gone.add(id(store))
+        kept = self.by_topic.get(name)
+        if kept is not None:
+            self.by_topic[name] = [s for s in kept if id(s) not in gone]
 
     # --- start-up --------------------------------------------------------------------------
     def load(self, topics: TopicManager) -> None:
@@ -136,20 +188,17 @@ class TopicStore:
             raise StorageError(
                 f"{path}: format version {table['version']} is newer than this kgroupd reads (1)"
             )
-        for name, spec in table["topics"].items():
-            topic = topics.create(
-                name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
-            )
-            segment_bytes = int(topic.config("segment.bytes"))
-            index_interval = int(topic.config("index.interval.bytes"))
-            for plog in topic.partitions:
-                store = self.attach(plog, segment_bytes, index_interval)
-                loaded = load_partition(plog, store, self.recover)
-                self.batches_read += loaded.batches_read
-                self.bytes_read += loaded.bytes_read
-            self.set_roll_ms(
-                name, int(topic.config("segment.ms")), int(topic.config("segment.jitter.ms"))
-            )
+        # No collection while every partition's objects are made (each full one would walk
+        # all made so far); once loaded they are kept out of the collector's way (they live
+        # until their topic is deleted: TopicManager.create_in_slices says why).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._load(topics, table["topics"])
+        finally:
+            if collecting:
+                gc.enable()
+            gc.freeze()
         log.info(
             "topic_data_loaded",
             partitions=len(self.partitions),
@@ -157,6 +206,30 @@ class TopicStore:
             bytes_read=self.bytes_read,
             index_bytes=sum(seg.memory() for p in self.partitions.values() for seg in p.segments),
         )
+
+    def _load(self, topics: TopicManager, table: dict[str, Any]) -> None:
+        # One listing of topics/: a partition without a directory was never written to
+        # (nothing to read); only the others are read back.
+        on_disk = set(os.listdir(self.dir))
+        left = [self.dir / n for n in on_disk if n.endswith(DELETED_SUFFIX)]
+        if left:  # a deleted topic's directories a crash left
+            _remove_later(left)
+        for name, spec in table.items():
+            topic = topics.create(
+                name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
+            )
+            segment_bytes = int(topic.config("segment.bytes"))
+            index_interval = int(topic.config("index.interval.bytes"))
+            for plog in topic.partitions:
+                found = f"{name}-{plog.partition}" in on_disk
+                store = self.attach(plog, segment_bytes, index_interval, on_disk=found)
+                if found:
+                    loaded = load_partition(plog, store, self.recover)
+                    self.batches_read += loaded.batches_read
+                    self.bytes_read += loaded.bytes_read
+            self.set_roll_ms(
+                name, int(topic.config("segment.ms")), int(topic.config("segment.jitter.ms"))
+            )
 
     def close(self) -> None:
         for store in self.partitions.values():
