@@ -76,6 +76,9 @@ class Nodes:
         # the futures of requests parked on a node (``kgroupd.broker.net.nodes``), set when
         # leaderships move so that they look again at what they wait for
         self.parked: set[Any] = set()
+        # (group, member on a node) -> the share-session partitions a leadership move took
+        # from it (``kgroupd.broker.net.node_routing``), answered NOT_LEADER_OR_FOLLOWER once
+        self.moved_away: dict[tuple[str, str], set[Any]] = {}
 
     # --- addresses --------------------------------------------------------------------------
     def add_endpoint(self, listener: str, node_id: int, address: Address) -> None:

@@ -13,7 +13,10 @@ per node, as in Kafka, and what a member acquired through a node is held by that
 - When leaderships move (a node down or up), what a member holds through a node that no longer
   leads the partition is available again at once (Kafka's new leader starts the partition from
   its persisted state, where acquired records are available), and the sessions of a node that
-  went down end. A member the coordinator removes loses what it holds through every node.
+  went down end. A live node's session loses the partitions it no longer leads (a share fetch
+  waiting there does not take their records); its next request answers them
+  NOT_LEADER_OR_FOLLOWER, so the client moves them to their leader. A member the coordinator
+  removes loses what it holds through every node.
 
 The routing of the share-group coordinator APIs (ShareGroupHeartbeat, ShareGroupDescribe,
 the share-group offsets) is that of the other group APIs, in ``kgroupd.broker.net.nodes``.
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from kgroupd.broker.state import Broker
     from kgroupd.protocol.messages import MessageSpec
 
-__all__ = ["PASS_REWRITTEN", "Amend", "node_member", "share_check"]
+__all__ = ["PASS_REWRITTEN", "Amend", "node_member", "share_check", "share_parked"]
 
 Fields = dict[str, Any]
 NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -96,6 +99,15 @@ def share_check(conn: Conn, spec: MessageSpec, req: Fields) -> bytes | Amend | N
         if mine:
             t["partitions"] = mine
             kept.append(t)
+    away = nodes.moved_away.pop((req["group_id"], req["member_id"]), None)
+    if away:  # taken from the session by a leadership move: the client learns of it now
+        named = {(tid, index) for tid, index, *_ in refused}
+        for tid, index in sorted(away - named):
+            topic = by_id(tid)
+            if topic is not None and nodes.leader(index) != me:
+                refused.append(
+                    (tid, index, nodes.leader(index), nodes.epoch(topic.name, index), False)
+                )
     if not refused:
         return PASS_REWRITTEN
     req["topics"] = kept
@@ -137,6 +149,49 @@ def share_check(conn: Conn, spec: MessageSpec, req: Fields) -> bytes | Amend | N
     return Amend(fix)
 
 
+def share_parked(conn: Conn, spec: MessageSpec, req: Fields) -> bytes | None:
+    """A ShareFetch waiting for records on this node (``req`` as ``share_check`` left it),
+    looked at again after leaderships moved: when its session lost partitions it is answered
+    now, with them NOT_LEADER_OR_FOLLOWER (it acquired nothing yet; its epoch has moved on)."""
+    nodes = conn.nodes
+    away = nodes.moved_away.pop((req["group_id"], req["member_id"]), None)
+    if not away:
+        return None
+    by_id = conn.broker.topics.by_id
+    responses: dict[uuid.UUID, list[Fields]] = {}
+    leaders = set()
+    for tid, index in sorted(away):
+        topic = by_id(tid)
+        if topic is None:
+            continue
+        leader = nodes.leader(index)
+        leaders.add(leader)
+        responses.setdefault(tid, []).append(
+            {
+                "partition_index": index,
+                "error_code": NOT_LEADER,
+                "records": b"",
+                "current_leader": {
+                    "leader_id": leader,
+                    "leader_epoch": nodes.epoch(topic.name, index),
+                },
+            }
+        )
+    share = conn.broker.share
+    return spec.encode_response(
+        {
+            "error_code": 0,
+            "acquisition_lock_timeout_ms": share.lock_duration_ms(req["group_id"] or ""),
+            "responses": [{"topic_id": t, "partitions": ps} for t, ps in responses.items()],
+            "node_endpoints": [
+                {"node_id": n, "host": h, "port": port, "rack": None}
+                for n, h, port in nodes.brokers(conn.advertised)
+                if n in leaders
+            ],
+        }
+    )
+
+
 class _Removed:
     """The share coordinator removed a member: it loses its sessions on every node too."""
 
@@ -170,7 +225,22 @@ def release_moved(share: ShareService, nodes: Nodes) -> None:
         node_id = int(node)
         if node_id in nodes.down:
             share.member_gone(group_id, member_id)
+            nodes.moved_away.pop((group_id, member_id), None)
             continue
+        session = share.sessions[group_id, member_id]
+        taken = nodes.moved_away.get((group_id, member_id), set())
+        back = {tp for tp in taken if nodes.leader(tp[1]) == node_id}
+        if back:  # led here again before the client heard: still in its session
+            taken -= back
+            session.partitions.update(back)
+        away = {tp for tp in session.partitions if nodes.leader(tp[1]) != node_id}
+        if away:  # a fetch waiting on this node does not take their records
+            session.partitions.difference_update(away)
+            taken |= away
+        if taken:
+            nodes.moved_away[group_id, member_id] = taken
+        else:
+            nodes.moved_away.pop((group_id, member_id), None)
         for (group, _topic_id, index), sp in list(share.partitions.items()):
             if group == group_id and nodes.leader(index) != node_id:
                 sp.release_member(member_id)

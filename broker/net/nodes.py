@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from kgroupd.broker.net.connection import ConnectionHost, KafkaConnection
-from kgroupd.broker.net.node_routing import PASS_REWRITTEN, Amend, share_check
+from kgroupd.broker.net.node_routing import PASS_REWRITTEN, Amend, share_check, share_parked
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.framing import FrameError, encode_response, parse_request_header, peek_api
 from kgroupd.protocol.messages import MessageSpec, lookup
@@ -107,9 +107,10 @@ class NodeConnection(KafkaConnection):
                 result = super()._dispatch(frame)
                 if isinstance(answer, Amend):
                     result = _amended(result, spec, corr, answer.fix)
-                if api_key in _PARKS and type(result) is tuple:
+                recheck = _PARKS.get(api_key)
+                if recheck is not None and type(result) is tuple:
                     awaitable, spec, corr = result
-                    return self._parked(awaitable, spec, request, check), spec, corr
+                    return self._parked(awaitable, spec, request, recheck), spec, corr
                 return result
             elif api_key == LIST_GROUPS:
                 return self._own_groups(super()._dispatch(frame), version, corr)
@@ -118,8 +119,8 @@ class NodeConnection(KafkaConnection):
     async def _parked(
         self, awaitable: Awaitable[Any], spec: MessageSpec, request: Fields, check: Check
     ) -> Any:
-        """A request parked on this node (a long-poll Fetch, a JoinGroup or SyncGroup waiting
-        for the rebalance): answered at once with the refusal a new one would get when
+        """A request parked on this node (a long-poll Fetch or ShareFetch, a JoinGroup or
+        SyncGroup waiting for the rebalance): answered at once with its refusal when
         leaderships move so that this node no longer leads its partitions or coordinates its
         group, as Kafka completes such requests when a broker resigns."""
         task = asyncio.ensure_future(awaitable)
@@ -504,6 +505,6 @@ _CHECKS.update(
 )
 # ShareFetch, ShareAcknowledge: the member's session on this node, the partitions it leads
 _CHECKS.update(dict.fromkeys((78, 79), share_check))
-# parked until answered (a long-poll Fetch, JoinGroup, SyncGroup): refused when leaderships
-# move away from this node
-_PARKS = frozenset((1, 11, 14))
+# parked until answered (a long-poll Fetch or ShareFetch, JoinGroup, SyncGroup): refused when
+# leaderships move away from this node
+_PARKS: dict[int, Check] = {1: _partitions, 11: _groups, 14: _groups, 78: share_parked}

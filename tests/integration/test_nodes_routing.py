@@ -308,3 +308,46 @@ async def test_parked_requests_are_answered_when_leadership_moves_away(
     assert partition["error_code"] == NOT_LEADER
     assert partition["current_leader"] == {"leader_id": 2, "leader_epoch": 2}
     assert joined["error_code"] == NOT_COORDINATOR
+
+
+async def test_a_share_session_on_a_live_node_gives_up_what_moves_away(
+    server: KafkaServer,
+) -> None:
+    """Node 2 down: node 3 leads partition 1, and the member's session there acquires its
+    record. Node 2 comes back and takes partition 1 back: the fetch waiting on node 3 is
+    answered at once with partition 1 NOT_LEADER_OR_FOLLOWER (led by node 2), and what node 3's
+    session held is available again at node 2, a second delivery."""
+    nodes = server.broker.nodes
+    assert nodes is not None
+    by_node = ports(server)
+    tid = topic_id(server)
+    member = uuid.uuid4().hex[:22]
+    await produce_everywhere(server)
+    async with await WireClient.connect(by_node[coordinator(server, GROUP)]) as c:
+        await set_group_config(c, GROUP, "share.auto.offset.reset", "earliest")
+    nodes.set_down(2)
+    async with await WireClient.connect(by_node[3]) as three:
+        first = by_partition(
+            await three.request(SHARE_FETCH, 1, share_body(member, 0, tid, {1: []}))
+        )
+        assert [(a["first_offset"], a["delivery_count"]) for a in first[1]["acquired_records"]] == [
+            (0, 1)
+        ]
+        waiting = share_body(member, 1, tid, {})
+        waiting["topics"], waiting["max_wait_ms"] = [], LONG_WAIT_MS
+        parked = asyncio.ensure_future(three.request(SHARE_FETCH, 1, waiting))
+        await asyncio.sleep(0.2)
+        assert not parked.done()
+        nodes.set_up(2)
+        answered = by_partition(await asyncio.wait_for(parked, 60))
+        assert answered[1]["error_code"] == NOT_LEADER
+        assert answered[1]["current_leader"] == {"leader_id": 2, "leader_epoch": 2}
+        assert answered[1]["acquired_records"] == []
+        # the next fetch there takes nothing of partition 1 (no longer in that session)
+        after = await three.request(SHARE_FETCH, 1, share_body(member, 2, tid, {}) | {"topics": []})
+        assert by_partition(after) == {}
+    async with await WireClient.connect(by_node[2]) as two:
+        back = by_partition(await two.request(SHARE_FETCH, 1, share_body(member, 0, tid, {1: []})))
+    assert [(a["first_offset"], a["delivery_count"]) for a in back[1]["acquired_records"]] == [
+        (0, 2)
+    ]
