@@ -6,18 +6,25 @@ of ``KafkaConnection``s; with one node (the default) none of this is imported an
 pays nothing for it. Before a request goes to the usual dispatch, ``NodeConnection`` checks
 the APIs a real cluster routes:
 
-- to a partition's leader (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch): a partition
-  this node does not lead is NOT_LEADER_OR_FOLLOWER (with the current leader where the
-  version has the field, KIP-951); a current leader epoch below the partition's is
-  FENCED_LEADER_EPOCH, above it UNKNOWN_LEADER_EPOCH. A Fetch answers the partitions it may
-  serve with no records this time (their offsets as they are), the others with their error;
-  the other APIs answer every partition of such a request with an error (NOT_LEADER_OR_FOLLOWER
-  for those led here), which clients retry after refreshing their metadata. A request that
-  passes goes on as usual; where it names a leader epoch the handlers (which know only epoch 0)
-  see none.
-- to a group's coordinator (the classic and KIP-848 group APIs, offsets, TxnOffsetCommit): a
-  group this node does not coordinate is NOT_COORDINATOR, for the whole request. ListGroups
-  lists the groups this node coordinates.
+- to a partition's leader (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords,
+  DescribeProducers): a partition this node does not lead is NOT_LEADER_OR_FOLLOWER (with the
+  current leader where the version has the field, KIP-951); a current leader epoch below the
+  partition's is FENCED_LEADER_EPOCH, above it UNKNOWN_LEADER_EPOCH. A Fetch answers the
+  partitions it may serve with no records this time (their offsets as they are), the others
+  with their error; ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers
+  send the partitions it may serve on to the handler and add the others' errors to its answer
+  (``Amend``); a Produce naming another leader's partition is refused whole. A request that
+  passes goes on as usual; where it names a leader epoch the handlers (which know only epoch
+  0) see none.
+- to a group's coordinator (the classic, KIP-848 and share group APIs, offsets,
+  TxnOffsetCommit, the share-group offsets): a group this node does not coordinate is
+  NOT_COORDINATOR, for the whole request. ListGroups lists the groups this node coordinates.
+- ShareFetch / ShareAcknowledge: ``kgroupd.broker.net.node_routing`` (a share session per
+  node, the partitions led elsewhere refused).
+
+A long-poll Fetch or ShareFetch, a JoinGroup or SyncGroup parked on a node is looked at again
+when leaderships move (``Nodes.parked``) and answered at once with its refusal if the node no
+longer leads its partitions or coordinates its group.
 """
 
 from __future__ import annotations
