@@ -80,7 +80,6 @@ def handle_find_coordinator(ctx: RequestContext, req: Fields) -> Fields:
 def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
     broker = ctx.broker
     code, message = ErrorCode.NONE, None
-    key_for_node = key
     if key_type == 0 and ctx.denies(GROUP_DESCRIBE, key):
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif key_type == 1 and ctx.denies(TXN_DESCRIBE, key):
@@ -96,13 +95,9 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
             code = ErrorCode.INVALID_REQUEST
         elif ctx.denies(CLUSTER_ACTION, CLUSTER_NAME):
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        else:
-            canonical = share_state_key(key)
-            if canonical is None:
-                code = ErrorCode.INVALID_REQUEST
-                message = f"Invalid share coordinator key {key!r}: want group:topicId:partition"
-            else:
-                key_for_node = canonical
+        elif share_state_key(key) is None:
+            code = ErrorCode.INVALID_REQUEST
+            message = f"Invalid share coordinator key {key!r}: want group:topicId:partition"
     elif not broker.coordinator.coordinator_for(key).owned:
         code = ErrorCode.NOT_COORDINATOR
     else:
@@ -118,7 +113,8 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
         }
     node, (host, port) = broker.node_id, ctx.advertised
     if broker.nodes is not None:  # --nodes N > 1: the key's node
-        node = broker.nodes.coordinator(key_type, key_for_node)
+        hashed = (share_state_key(key) or key) if key_type == 2 else key  # as Kafka hashes it
+        node = broker.nodes.coordinator(key_type, hashed)
         host, port = broker.nodes.address(ctx.advertised, node)
     return {
         "key": key,

@@ -197,12 +197,16 @@ async def test_find_coordinator_for_a_share_state_key(server: KafkaServer) -> No
     state_partition = partition_for(key, 50)  # Kafka's __share_group_state default
     async with await WireClient.connect(server.port) as c:
         found = await c.request(
-            FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": [key, "g:nope:1", "x:1"]}
+            FIND_COORDINATOR,
+            6,
+            {"key_type": 2, "coordinator_keys": [key, "g:nope:1", "x:1", key[:-1] + "03"]},
         )
         old = await c.request(FIND_COORDINATOR, 5, {"key_type": 2, "coordinator_keys": [key]})
         group = await c.request(FIND_COORDINATOR, 6, {"key_type": 0, "coordinator_keys": [GROUP]})
-    good, bad, short = found["coordinators"]
+    good, bad, short, padded = found["coordinators"]
     assert (good["error_code"], good["node_id"]) == (0, 1 + state_partition % 3)
+    # hashed as Kafka writes the key (partition 3), echoed as asked
+    assert (padded["key"], padded["node_id"]) == (key[:-1] + "03", good["node_id"])
     assert good["port"] == ports(server)[good["node_id"]]
     assert bad["error_code"] == short["error_code"] == ErrorCode.INVALID_REQUEST
     assert old["coordinators"][0]["error_code"] == ErrorCode.INVALID_REQUEST  # SHARE: v6+
