@@ -38,7 +38,13 @@ import structlog
 from kgroupd.broker.net.connection import ConnectionHost, KafkaConnection
 from kgroupd.broker.net.node_routing import PASS_REWRITTEN, Amend, share_check, share_parked
 from kgroupd.protocol.errors import ErrorCode
-from kgroupd.protocol.framing import FrameError, encode_response, parse_request_header, peek_api
+from kgroupd.protocol.framing import (
+    FrameError,
+    encode_response,
+    parse_request_header,
+    peek_api,
+    read_uvarint,
+)
 from kgroupd.protocol.messages import MessageSpec, lookup
 
 if TYPE_CHECKING:
@@ -98,11 +104,19 @@ class NodeConnection(KafkaConnection):
             check = _CHECKS.get(api_key)
             spec = lookup(api_key, version) if check is not None else None
             if check is not None and spec is not None:
+                group = None
                 try:
                     header = parse_request_header(frame, spec.flexible)
-                    request = spec.decode_request(frame, header.body_offset)
+                    if api_key in _GROUP_FIRST or (api_key == 9 and version < 8):
+                        group = _first_string(frame, header.body_offset, spec.flexible)
+                        if self.nodes.coordinator(0, group) != self.node_id:
+                            group = None  # decoded below, to be refused
+                    if group is None:
+                        request = spec.decode_request(frame, header.body_offset)
                 except Exception:
                     return super()._dispatch(frame)  # it closes the connection as usual
+                if group is not None:  # this node's group: on without decoding it here
+                    return self._passed(frame, api_key, {"group_id": group})
                 answer = check(self, spec, request)
                 if isinstance(answer, Amend) or answer is PASS_REWRITTEN:
                     frame = frame[: header.body_offset] + spec.encode_request(request)
@@ -122,6 +136,16 @@ class NodeConnection(KafkaConnection):
             elif api_key == LIST_GROUPS:
                 return self._own_groups(super()._dispatch(frame), version, corr)
         return super()._dispatch(frame)
+
+    def _passed(self, frame: bytes | bytearray, api_key: int, request: Fields) -> Any:
+        """A group request for a group this node coordinates: the usual dispatch (parked
+        JoinGroup and SyncGroup watched for the group moving away)."""
+        result = super()._dispatch(frame)
+        recheck = _PARKS.get(api_key)
+        if recheck is not None and type(result) is tuple:
+            awaitable, spec, corr = result
+            return self._parked(awaitable, spec, request, recheck), spec, corr
+        return result
 
     async def _parked(
         self, awaitable: Awaitable[Any], spec: MessageSpec, request: Fields, check: Check
@@ -449,6 +473,24 @@ def _group_ids(api_key: int, version: int, req: Fields) -> list[str]:
     if api_key in (69, 77):
         return list(req["group_ids"])
     return [req["group_id"]]
+
+
+# group APIs whose request starts with the group id (OffsetFetch below v8 too): a request for
+# a group this node coordinates goes on without being decoded here
+_GROUP_FIRST = frozenset((8, 11, 12, 13, 14, 47, 68, 76, 91, 92))
+
+
+def _first_string(frame: bytes | bytearray, pos: int, flexible: bool) -> str:
+    """The string field at ``pos`` (compact in a flexible version)."""
+    if flexible:
+        n, pos = read_uvarint(frame, pos)
+        n -= 1
+    else:
+        n = int.from_bytes(frame[pos : pos + 2], "big", signed=True)
+        pos += 2
+    if n < 0 or pos + n > len(frame):
+        raise ValueError("no group id")
+    return bytes(frame[pos : pos + n]).decode()
 
 
 def _groups(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes | None:
