@@ -355,3 +355,13 @@ async def test_a_share_session_on_a_live_node_gives_up_what_moves_away(
     assert [(a["first_offset"], a["delivery_count"]) for a in back[1]["acquired_records"]] == [
         (0, 2)
     ]
+
+
+async def test_a_share_state_key_needs_cluster_action() -> None:
+    key = f"{GROUP}:{base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b'=').decode()}:0"
+    async with (
+        running_server(log_level="warning", authorizer="acl") as secured,
+        await WireClient.connect(secured.port) as c,  # ANONYMOUS, no ACLs
+    ):
+        found = await c.request(FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": [key]})
+    assert found["coordinators"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
