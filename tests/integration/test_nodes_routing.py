@@ -12,6 +12,7 @@ import asyncio
 import base64
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
@@ -365,3 +366,29 @@ async def test_a_share_state_key_needs_cluster_action() -> None:
     ):
         found = await c.request(FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": [key]})
     assert found["coordinators"][0]["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_a_share_acknowledgement_held_for_its_fsync_still_names_other_leaders(
+    tmp_path: Path,
+) -> None:
+    """With --data-dir (fsync always) the answer waits for its fsync: the refused partitions
+    are added to it all the same."""
+    async with running_server(
+        log_level="warning",
+        nodes=3,
+        node_id=1,
+        data_dir=str(tmp_path),
+        create_topics=(TopicSpec(TOPIC, PARTITIONS),),
+    ) as durable:
+        await produce_everywhere(durable)
+        tid = topic_id(durable)
+        member = uuid.uuid4().hex[:22]
+        async with await WireClient.connect(ports(durable)[coordinator(durable, GROUP)]) as c:
+            await set_group_config(c, GROUP, "share.auto.offset.reset", "earliest")
+        async with await WireClient.connect(durable.port) as one:
+            await one.request(SHARE_FETCH, 1, share_body(member, 0, tid, {0: []}))
+            both = {0: [ack(0, 0, ACCEPT)], 1: [ack(0, 0, ACCEPT)]}
+            acks = by_partition(
+                await one.request(SHARE_ACKNOWLEDGE, 1, share_body(member, 1, tid, both))
+            )
+    assert (acks[0]["error_code"], acks[1]["error_code"]) == (0, NOT_LEADER)
