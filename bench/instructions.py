@@ -1,6 +1,7 @@
 """Machine instructions per OffsetCommit in process, counted by valgrind's callgrind.
 
     python bench/instructions.py [--partitions 8] [--requests 16000] [--kgroupd-rev REV ...]
+                                 [--nodes N]
 
 Wall and CPU time on this shared 2-core VM vary by 20-30% from run to run, which hides the
 few percent a change to the hot path makes; an instruction count does not vary. A real
@@ -11,6 +12,8 @@ the timed loop is counted: it runs inside ``functools.reduce``, and callgrind co
 while that C function is on the stack (``--toggle-collect=functools_reduce``). Each
 ``--kgroupd-rev`` counts a ``git archive`` of that revision too (its broker and its own
 bench_groups.py, which must have ``commit_frame`` and ``_transport_class``: 2026-11-22 on).
+``--nodes N`` (N > 1) serves simulated nodes and drives a ``NodeConnection`` of the group's
+coordinator node instead (the working tree only): what routing costs a request that passes.
 Needs ``valgrind`` (Debian package); a run takes about 1.5 minutes per tree.
 """
 
@@ -30,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def child(tree: str, partitions: int, requests: int) -> None:
+def child(tree: str, partitions: int, requests: int, nodes: int = 1) -> None:
     """In the measured process: import the broker of ``tree`` and run the loop."""
     sys.path[:0] = [tree, str(Path(tree) / "bench")]
     import bench_groups as bg
@@ -49,9 +52,18 @@ def child(tree: str, partitions: int, requests: int) -> None:
             log_level="warning",
             create_topics=(TopicSpec("bench-commits", 64),),
         )
+        if nodes > 1:
+            config = dataclasses.replace(config, nodes=nodes)
         server = KafkaServer(config)
         await server.start()
         conn = KafkaConnection(server)
+        placed = server.broker.nodes if nodes > 1 else None
+        if placed is not None:  # the coordinator node's connection: the commits pass
+            from kgroupd.broker.net.nodes import NodeConnection
+
+            node = placed.coordinator(0, "inproc")
+            advertised = placed.endpoints["PLAINTEXT"][placed.ids.index(node)]
+            conn = NodeConnection(server, advertised, "PLAINTEXT", node, placed)
         transport = bg._transport_class()(conn)
         conn.connection_made(transport)
         frames = [bg.commit_frame("inproc", "bench-commits", partitions, k) for k in range(16)]
@@ -68,7 +80,7 @@ def child(tree: str, partitions: int, requests: int) -> None:
     asyncio.run(run())
 
 
-def count(tree: Path, partitions: int, requests: int) -> float:
+def count(tree: Path, partitions: int, requests: int, nodes: int = 1) -> float:
     cmd = [
         "valgrind",
         "--tool=callgrind",
@@ -83,6 +95,7 @@ def count(tree: Path, partitions: int, requests: int) -> float:
         str(partitions),
         "--requests",
         str(requests),
+        *(["--nodes", str(nodes)] if nodes > 1 else []),
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tree)
     found = re.search(r"Collected : ([\d,]+)", out.stderr)
@@ -96,10 +109,11 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--requests", type=int, default=16000)
     ap.add_argument("--kgroupd-rev", action="append", default=[], help="also count REV")
+    ap.add_argument("--nodes", type=int, default=1, help="simulated nodes (working tree)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.partitions, args.requests)
+        child(args.child, args.partitions, args.requests, args.nodes)
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
@@ -110,6 +124,9 @@ def main() -> None:
         ["git", "status", "--porcelain"], capture_output=True, text=True, cwd=ROOT
     )
     print(f"# OffsetCommit v2, {args.partitions} partitions, {args.requests} requests in process")
+    if args.nodes > 1:
+        label = f"working tree, --nodes {args.nodes} (its coordinator's NodeConnection)"
+        print(f"| {label} | {count(ROOT, args.partitions, args.requests, args.nodes):,.0f} |")
     print("| tree | instructions per request |\n|---|---|")
     label = f"working tree at {head}" + (" (+ uncommitted edits)" if dirty.stdout.strip() else "")
     print(f"| {label} | {count(ROOT, args.partitions, args.requests):,.0f} |", flush=True)

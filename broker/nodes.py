@@ -13,7 +13,9 @@ and a fixed start: partition p of every topic prefers the nodes in the order
 that comes back leads its partitions again at once, as a preferred leader election does).
 Each change of a partition's leader bumps its leader epoch. A group's coordinator is the
 leader of its ``__consumer_offsets`` partition (``abs(hashCode) % offsets partitions``), a
-transactional id's the leader of its ``__transaction_state`` partition. Data is one store:
+transactional id's the leader of its ``__transaction_state`` partition, a share-state key
+(``group:topicId:partition``, FindCoordinator key type SHARE) the leader of its
+``__share_group_state`` partition (of Kafka's default 50). Data is one store:
 this simulates a cluster's failures, not its replication.
 """
 
@@ -29,6 +31,9 @@ __all__ = ["MAX_NODES", "Nodes", "NodesError"]
 MAX_NODES = 16
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
+SHARE_STATE = "__share_group_state"
+# Kafka's share.coordinator.state.topic.num.partitions default
+SHARE_STATE_PARTITIONS = 50
 
 Address = tuple[str, int]
 
@@ -66,6 +71,14 @@ class Nodes:
         self.at: dict[Address, tuple[str, int]] = {}
         # told of a node going down (the server closes its connections)
         self.on_down: list[Callable[[int], None]] = []
+        # told after any node goes down or up (leaderships may have moved)
+        self.on_moved: list[Callable[[], None]] = []
+        # the futures of requests parked on a node (``kgroupd.broker.net.nodes``), set when
+        # leaderships move so that they look again at what they wait for
+        self.parked: set[Any] = set()
+        # (group, member on a node) -> the share-session partitions a leadership move took
+        # from it (``kgroupd.broker.net.node_routing``), answered NOT_LEADER_OR_FOLLOWER once
+        self.moved_away: dict[tuple[str, str], set[Any]] = {}
 
     # --- addresses --------------------------------------------------------------------------
     def add_endpoint(self, listener: str, node_id: int, address: Address) -> None:
@@ -117,9 +130,12 @@ class Nodes:
         }
 
     def coordinator(self, key_type: int, key: str) -> int:
-        """The node coordinating a group (key type 0) or a transactional id (1)."""
+        """The node coordinating a group (key type 0), a transactional id (1) or a share
+        partition's state (2, its key ``group:topicId:partition``)."""
         if key_type == 1:
             return self.leader(partition_for(key, self.transaction_partitions))
+        if key_type == 2:
+            return self.leader(partition_for(key, SHARE_STATE_PARTITIONS))
         return self.leader(partition_for(key, self.offsets_partitions))
 
     # --- up and down ------------------------------------------------------------------------
@@ -148,6 +164,8 @@ class Nodes:
         moved = self._moving(lambda: self.down.add(node_id))
         for tell in self.on_down:
             tell(node_id)
+        for told in self.on_moved:
+            told()
         return {"id": node_id, "up": False, "moved": moved}
 
     def set_up(self, node_id: int) -> dict[str, Any]:
@@ -155,6 +173,8 @@ class Nodes:
         if node_id not in self.down:
             return {"id": node_id, "up": True, "moved": 0}
         moved = self._moving(lambda: self.down.discard(node_id))
+        for told in self.on_moved:
+            told()
         return {"id": node_id, "up": True, "moved": moved}
 
     def _known(self, node_id: int) -> None:
@@ -169,6 +189,7 @@ class Nodes:
             *self._partitions(),
             (OFFSETS_TOPIC, self.offsets_partitions),
             (TRANSACTION_STATE, self.transaction_partitions),
+            (SHARE_STATE, SHARE_STATE_PARTITIONS),
         ]
         before = {p: self.leader(p) for p in range(max((c for _t, c in everything), default=0))}
         change()

@@ -6,13 +6,15 @@ Version rules become flags: JoinGroup v4+ sets ``require_known_member_id`` (KIP-
 ``skip_assignment_supported``. JoinGroup v1 adds the rebalance timeout (v0 uses the session
 timeout), v5, SyncGroup v3, Heartbeat v3 and LeaveGroup v3 the group instance id (KIP-345);
 LeaveGroup v3 takes a batch; JoinGroup v8 and LeaveGroup v5 carry reasons (logged).
-FindCoordinator v4+ answers a batch of keys; transaction coordinators (key type 1) are
-answered with a non-retriable error, since kgroupd has no transactions.
+FindCoordinator v4+ answers a batch of keys; key type SHARE (2, v6+, CLUSTER_ACTION) takes
+a share partition's state key ``group:topicId:partition``, as a broker's share-state persister
+asks for it (INVALID_REQUEST when malformed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,7 +28,8 @@ from kgroupd.broker.coordinator import (
     SyncGroupResult,
 )
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
-from kgroupd.broker.security.rules import GROUP_DESCRIBE, TXN_DESCRIBE
+from kgroupd.broker.security.acls import CLUSTER_NAME
+from kgroupd.broker.security.rules import CLUSTER_ACTION, GROUP_DESCRIBE, TXN_DESCRIBE
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import decode_heartbeat, encode_heartbeat_response
 
@@ -85,7 +88,16 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
         if not key:
             code, message = ErrorCode.INVALID_REQUEST, "the transactional id must not be empty"
     elif key_type != 0:
-        code, message = ErrorCode.INVALID_REQUEST, f"Unsupported coordinator key type {key_type}"
+        if key_type != 2:
+            code = ErrorCode.INVALID_REQUEST
+            message = f"Unsupported coordinator key type {key_type}"
+        elif ctx.api_version < 6:  # as Kafka: the SHARE key type came with v6
+            code = ErrorCode.INVALID_REQUEST
+        elif ctx.denies(CLUSTER_ACTION, CLUSTER_NAME):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        elif share_state_key(key) is None:
+            code = ErrorCode.INVALID_REQUEST
+            message = f"Invalid share coordinator key {key!r}: want group:topicId:partition"
     elif not broker.coordinator.coordinator_for(key).owned:
         code = ErrorCode.NOT_COORDINATOR
     else:
@@ -100,8 +112,9 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
             "port": -1,
         }
     node, (host, port) = broker.node_id, ctx.advertised
-    if broker.nodes is not None and key_type in (0, 1):  # --nodes N > 1: the key's node
-        node = broker.nodes.coordinator(key_type, key)
+    if broker.nodes is not None:  # --nodes N > 1: the key's node
+        hashed = (share_state_key(key) or key) if key_type == 2 else key  # as Kafka hashes it
+        node = broker.nodes.coordinator(key_type, hashed)
         host, port = broker.nodes.address(ctx.advertised, node)
     return {
         "key": key,
@@ -111,6 +124,26 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Fields:
         "host": host,
         "port": port,
     }
+
+
+def share_state_key(key: str) -> str | None:
+    """A share-state key as Kafka's ``SharePartitionKey`` writes it (``group:topicId:partition``,
+    the topic id in Kafka's base64 form; the group may hold colons), or None if malformed."""
+    group, _, rest = key.rpartition(":")
+    group, _, topic_id = group.rpartition(":")
+    if not group or not topic_id or len(topic_id) > 24:
+        return None
+    try:
+        partition = int(rest)
+        raw = base64.b64decode(
+            topic_id.replace("-", "+").replace("_", "/") + "=" * (-len(topic_id) % 4),
+            validate=True,
+        )
+    except ValueError:
+        return None
+    if len(raw) != 16 or not -(2**31) <= partition < 2**31:
+        return None
+    return f"{group}:{base64.urlsafe_b64encode(raw).rstrip(b'=').decode()}:{partition}"
 
 
 def _join_reply(r: JoinGroupResult) -> Fields:

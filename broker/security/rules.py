@@ -144,7 +144,7 @@ ACCESS: dict[int, ApiAccess] = {
     3: ApiAccess((TOPIC_DESCRIBE, CLUSTER_CREATE, TOPIC_CREATE)),  # Metadata
     8: ApiAccess((GROUP_READ, TOPIC_READ)),  # OffsetCommit
     9: ApiAccess((GROUP_DESCRIBE, TOPIC_DESCRIBE)),  # OffsetFetch
-    10: ApiAccess((GROUP_DESCRIBE, TXN_DESCRIBE)),  # FindCoordinator
+    10: ApiAccess((GROUP_DESCRIBE, TXN_DESCRIBE, CLUSTER_ACTION)),  # FindCoordinator
     11: _GROUP_MEMBER,  # JoinGroup
     12: _GROUP_MEMBER,  # Heartbeat
     13: _GROUP_MEMBER,  # LeaveGroup
