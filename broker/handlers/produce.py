@@ -43,6 +43,7 @@ from kgroupd.protocol.records import (
 
 _OFFSET_AND_EPOCH = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
+_NO_EPOCH = _LEADER_EPOCH.pack(0)
 TOPIC_IDS_FROM = 13
 MAX_EPOCH = 32767
 
@@ -162,16 +163,21 @@ def append_partition(
         if duplicate is not None:
             return _part(index, ErrorCode.NONE, duplicate, -1, log.log_start_offset)
     now = now_ms()
-    batch = bytearray(data)
-    _OFFSET_AND_EPOCH.pack_into(batch, 0, log.high_watermark)
-    _LEADER_EPOCH.pack_into(batch, 12, 0)
     append_time = -1
     if topic.log_append_time:
+        batch = bytearray(data)
+        _OFFSET_AND_EPOCH.pack_into(batch, 0, log.high_watermark)
+        _LEADER_EPOCH.pack_into(batch, 12, 0)
         stamp_log_append_time(batch, now)
         header.max_timestamp = now
         append_time = now
+        stored = bytes(batch)
+    else:  # the base offset and leader epoch rewritten in the one copy the log keeps
+        view = memoryview(data)
+        offset = _OFFSET_AND_EPOCH.pack(log.high_watermark)
+        stored = b"".join((offset, view[8:12], _NO_EPOCH, view[16:]))
     try:
-        base = log.append(bytes(batch), header, now)
+        base = log.append(stored, header, now)
     except OSError as exc:
         # The segment file took nothing of it (a full disk, an I/O error): nothing is kept,
         # the offsets do not move, and the next produce tries again, as a partition whose
@@ -195,7 +201,7 @@ def append_partition(
         )
     stats = ctx.broker.stats
     if stats is not None:
-        stats.produced(topic.name, len(batch))
+        stats.produced(topic.name, len(stored))
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
 
 
