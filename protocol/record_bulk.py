@@ -63,10 +63,12 @@ def _width_until(index: int) -> tuple[int, int]:
 class _Layout:
     """Where a record's checked bytes lie, from its start."""
 
-    __slots__ = ("equal", "high", "low", "offset_at", "stride")
+    __slots__ = ("equal", "high", "low", "null_key", "offset_at", "stride", "width")
 
     def __init__(self) -> None:
         self.stride = 0
+        self.width = 1  # of the offset delta
+        self.null_key = False
         self.equal: list[tuple[int, int]] = []  # (offset, the byte every record has there)
         self.high: list[int] = []  # bytes at or above 0x80
         self.low: list[int] = []  # bytes below 0x80
@@ -139,6 +141,7 @@ def _layout(data: Buffer, pos: int, end: int, index: int, keyed: bool) -> _Layou
                 if data[at + j] != tables[j][index]:
                     return None
             at += width
+            out.width = width
         for field in range(2):  # the key, then the value
             b = data[at]
             if b < 0x80:
@@ -150,8 +153,10 @@ def _layout(data: Buffer, pos: int, end: int, index: int, keyed: bool) -> _Layou
                     return None
                 at = pos + 1 + equal[-1][0]
             if b & 1:  # null (any negative length)
-                if keyed and not field:
-                    return None
+                if not field:
+                    if keyed:
+                        return None
+                    out.null_key = True
             else:
                 at += b >> 1
         b = data[at]  # the header count
@@ -235,6 +240,12 @@ class _ViewSlicer:
         return self.view[key].tobytes()
 
 
+# Layouts met lately, by their record's first 8 bytes. Any layout read from a well-formed
+# record vouches for every record that repeats it (whichever record it was read from): the
+# key only says which one to try.
+_LAYOUTS: dict[bytes, _Layout] = {}
+
+
 def verified_prefix(
     data: Buffer, pos: int, end: int, count: int, keyless: list[int] | None
 ) -> tuple[int, int]:
@@ -251,10 +262,24 @@ def verified_prefix(
         slicer = _ViewSlicer(data)
     else:
         slicer = data  # type: ignore[assignment]  # a bytearray's slices: alike enough
+    keyed = keyless is not None
     while index < count:
-        layout = _layout(data, pos, end, index, keyless is not None)
+        # a layout seen before (the last batch of this producer, most likely) checks the
+        # records from this one on, this one included
+        width, top = _width_until(index)
+        seen = _LAYOUTS.get(key := bytes(slicer[pos : pos + 8]))
+        if seen is not None and seen.width == width and not (keyed and seen.null_key):
+            n = min(min(count, top) - index, (end - pos) // seen.stride)
+            if n > 0 and _alike(slicer, seen, pos, index, n):
+                index += n
+                pos += n * seen.stride
+                continue
+        layout = _layout(data, pos, end, index, keyed)
         if layout is None:
             break
+        if len(_LAYOUTS) >= 256:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = layout
         stride = layout.stride
         _, top = _width_until(index + 1)
         most = min(count, top) - index - 1  # after this record, of its offset width
