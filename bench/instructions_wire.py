@@ -2,6 +2,7 @@
 sockets, counted by valgrind's callgrind.
 
     python bench/instructions_wire.py [--requests 200] [--kgroupd-rev REV ...] [--apis A,B]
+                                      [--tls]
 
 The broker (default flags, in memory, metrics on) runs under ``valgrind --tool=callgrind``
 from the working tree and from each ``--kgroupd-rev`` (a ``git archive``, as
@@ -19,7 +20,10 @@ metrics, the handler and the response, all of it.
 Each API is sent at the highest version every tree compared serves (asked of each tree's
 ApiVersions first, capped where a later version names topics by id), so the trees answer
 the same bytes. Join+Sync counts one JoinGroup and one SyncGroup (a one-member classic group
-rebalancing on each join). Needs ``valgrind`` (Debian package); about 3-5 minutes per tree.
+rebalancing on each join); the 1 MiB batches get a tenth of ``--requests``. ``--tls`` starts
+each broker with a SASL_SSL listener beside PLAINTEXT (bench_security's test certificate, TLS
+1.3, SCRAM-SHA-512 done before counting) and counts every API on both, each with groups of
+its own. Needs ``valgrind`` (Debian package); about 5 minutes per tree (twice with --tls).
 """
 
 from __future__ import annotations
@@ -138,6 +142,7 @@ class Api:
     keys: tuple[int, ...]  # every API key it sends (each must be served)
     setup: Callable[[Client, dict[int, int]], Step]
     shown: int = 1  # how many of ``keys`` are counted (their versions shown)
+    share: float = 1.0  # of --requests and --warmup (1 MiB requests: a tenth)
 
 
 def _fixed(client: Client, api: int, version: int, body: dict[str, Any]) -> Step:
@@ -398,9 +403,9 @@ APIS = [
     Api("ApiVersions", (18,), api_versions),
     Api("Metadata", (3,), metadata),
     Api("Produce (one batch of 15 x 1 KiB records)", (0,), produce),
-    Api("Produce (one batch of 1,014 x 1 KiB records)", (0,), produce_big),
+    Api("Produce (one batch of 1,014 x 1 KiB records)", (0,), produce_big, share=0.1),
     Api("Fetch (one 16 KiB batch)", (1, 0), fetch),
-    Api("Fetch (one 1 MiB batch)", (1, 0), fetch_big),
+    Api("Fetch (one 1 MiB batch)", (1, 0), fetch_big, share=0.1),
     Api("ListOffsets", (2,), list_offsets),
     Api("FindCoordinator", (10,), find_coordinator),
     Api("JoinGroup + SyncGroup (one member)", (11, 14), join_sync, 2),
@@ -536,7 +541,7 @@ def count_tree(
             },
         )
         idle_before = settle(broker.pid, args.idle_seconds)
-        runs: list[tuple[tuple[str, str], int, float]] = []
+        runs: list[tuple[tuple[str, str], int, float, int]] = []
         for api in apis:
             for ep in endpoints:
                 if any(k not in versions for k in api.keys):
@@ -545,14 +550,15 @@ def count_tree(
                 RUN[0] = "" if ep.name == "PLAINTEXT" else f"-{ep.name}"
                 client = Client(ep)
                 step = api.setup(client, versions)
-                for _ in range(args.warmup):
+                for _ in range(max(2, round(args.warmup * api.share))):
                     step()
+                requests = max(5, round(args.requests * api.share))
                 zero(broker.pid)
                 t0 = time.perf_counter()
-                for _ in range(args.requests):
+                for _ in range(requests):
                     step()
                 elapsed = time.perf_counter() - t0
-                runs.append(((api.name, ep.name), counters(broker.pid), elapsed))
+                runs.append(((api.name, ep.name), counters(broker.pid), elapsed, requests))
                 client.close()
                 print(
                     f"  {api.name} on {ep.name}: {runs[-1][1]:,} instructions in {elapsed:.1f} s",
@@ -561,8 +567,8 @@ def count_tree(
         idle_after = idle_rate(broker.pid, args.idle_seconds)
         idle = (idle_before + idle_after) / 2
         print(f"  idle: {idle_before:,.0f} / {idle_after:,.0f} instructions/s", file=sys.stderr)
-        for key, total, elapsed in runs:
-            out[key] = (total - idle * elapsed) / args.requests
+        for key, total, elapsed, requests in runs:
+            out[key] = (total - idle * elapsed) / requests
         admin.close()
     finally:
         broker.stop(timeout=60)
@@ -616,7 +622,10 @@ def main() -> int:
     if args.tls:
         head += [f"{label.split(' ')[0]}: SASL_SSL / PLAINTEXT" for label, _ in trees]
     head += [f"this tree / {label.split(' ')[0]}" for label, _ in trees[1:]]
-    print(f"\ninstructions per request, {args.requests} requests each after {args.warmup}")
+    print(
+        f"\ninstructions per request, {args.requests} requests each after {args.warmup} "
+        "(a tenth of both for the 1 MiB batches)"
+    )
     print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
 
     def ratio(a: float | None, b: float | None) -> str:

@@ -17,6 +17,8 @@ from kgroupd.broker.security.acls import ANONYMOUS
 
 log = structlog.get_logger("kgroupd.tls")
 HANDSHAKE_TIMEOUT_S = 10
+RECORD = 16384  # the most plaintext a TLS record holds: what one SSLObject.read returns
+_WANT_MORE = sslproto.SSLAgainErrors
 
 # --ssl-client-auth (its values named in kgroupd.broker.config.security.CLIENT_AUTH)
 CLIENT_AUTH = {
@@ -92,6 +94,31 @@ class TlsProtocol(sslproto.SSLProtocol):
             server_side=True,
             ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
         )
+
+    def _do_read__copied(self) -> None:
+        """The records decrypted so far, handed on in one ``data_received``: asyncio's reads
+        until OpenSSL raises SSLWantReadError, each read allocating 256 KiB first; this one
+        reads a record's size at a time and stops when no ciphertext is left to decrypt (an
+        exception per network read spared), as asyncio calls it after each network read."""
+        sslobj = self._sslobj  # type: ignore[attr-defined]
+        incoming = self._incoming  # type: ignore[attr-defined]
+        chunks: list[bytes] = []
+        closed = False
+        try:
+            while incoming.pending or sslobj.pending():
+                chunk = sslobj.read(RECORD)
+                if not chunk:  # close_notify
+                    closed = True
+                    break
+                chunks.append(chunk)
+        except _WANT_MORE:
+            pass
+        if chunks:
+            app: asyncio.Protocol = self._app_protocol  # type: ignore[assignment]
+            app.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if closed:
+            self._call_eof_received()  # type: ignore[attr-defined]
+            self._start_shutdown()
 
     def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
         if handshake_exc is not None:
