@@ -95,6 +95,34 @@ class TlsProtocol(sslproto.SSLProtocol):
             ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
         )
 
+    def _write_appdata(self, list_of_data: Any) -> None:
+        """The pieces of the answers written at once (a frame's size, header and body, the
+        answers to a pipelined read: ``writelines``) go out in as few TLS records as fit,
+        small pieces joined up to a record's size: asyncio encrypts each piece it is handed
+        as records of its own, 22 bytes and an encryption call each."""
+        parts = list_of_data if isinstance(list_of_data, list) else list(list_of_data)
+        if len(parts) > 1:
+            joined: list[Any] = []
+            small: list[Any] = []
+            size = 0
+            for part in parts:
+                n = len(part)
+                if n >= RECORD:
+                    if small:
+                        joined.append(small[0] if len(small) == 1 else b"".join(small))
+                        small, size = [], 0
+                    joined.append(part)
+                    continue
+                small.append(part)
+                size += n
+                if size >= RECORD:
+                    joined.append(small[0] if len(small) == 1 else b"".join(small))
+                    small, size = [], 0
+            if small:
+                joined.append(small[0] if len(small) == 1 else b"".join(small))
+            parts = joined
+        super()._write_appdata(parts)
+
     def _do_read__copied(self) -> None:
         """The records decrypted so far, handed on in one ``data_received``: asyncio's reads
         until OpenSSL raises SSLWantReadError, each read allocating 256 KiB first; this one
