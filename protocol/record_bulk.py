@@ -15,6 +15,11 @@ thousand records costs a few dozen calls instead of a thousand turns of a Python
   the timestamp delta's other bytes at or above it (the varint goes on);
 * the offset deltas are 0, 1, 2, ... as one width of varint writes them (a table's slice).
 
+A layout met lately (``_LAYOUTS``, by its record's first 8 bytes) is tried first on the next
+batch, from its first record on: a layout read from any well-formed record vouches for every
+record that repeats it, so a producer's batches after its first are checked with no record
+read in Python at all.
+
 What it does not recognise (a varint wider than its shortest form, a null key where keyless
 records are refused, a non-ASCII header key, a layout that changes every few records) ends it,
 and the walk goes on in Python from the first record not verified: what is refused, and why,
