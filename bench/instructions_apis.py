@@ -160,8 +160,10 @@ def produce_big(c: Client, v: dict[int, int]) -> Step:
     return _fixed(c, 0, v[0], _produce_body(2, BIG_BATCH))
 
 
-def fetch(c: Client, v: dict[int, int], partition: int = 1, batch: bytes = BATCH) -> Step:
-    for _ in range(4):
+def fetch(
+    c: Client, v: dict[int, int], partition: int = 1, batch: bytes = BATCH, batches: int = 1
+) -> Step:
+    for _ in range(max(4, batches)):
         c.call(0, v[0], _produce_body(partition, batch))
     body = {
         "replica_id": -1,
@@ -181,7 +183,7 @@ def fetch(c: Client, v: dict[int, int], partition: int = 1, batch: bytes = BATCH
                         "fetch_offset": 0,
                         "log_start_offset": -1,
                         "last_fetched_epoch": -1,
-                        "partition_max_bytes": len(batch),  # one batch a fetch
+                        "partition_max_bytes": len(batch) * batches,  # whole batches
                     }
                 ],
             }
@@ -194,6 +196,10 @@ def fetch(c: Client, v: dict[int, int], partition: int = 1, batch: bytes = BATCH
 
 def fetch_big(c: Client, v: dict[int, int]) -> Step:
     return fetch(c, v, 3, BIG_BATCH)
+
+
+def fetch_many(c: Client, v: dict[int, int]) -> Step:
+    return fetch(c, v, 4, BATCH, 64)
 
 
 def list_offsets(c: Client, v: dict[int, int]) -> Step:
@@ -373,6 +379,7 @@ APIS = [
     Api("Produce (one batch of 1,014 x 1 KiB records)", (0,), produce_big, share=0.1),
     Api("Fetch (one 16 KiB batch)", (1, 0), fetch),
     Api("Fetch (one 1 MiB batch)", (1, 0), fetch_big, share=0.1),
+    Api("Fetch (64 batches of 16 KiB)", (1, 0), fetch_many, share=0.1),
     Api("ListOffsets", (2,), list_offsets),
     Api("FindCoordinator", (10,), find_coordinator),
     Api("JoinGroup + SyncGroup (one member)", (11, 14), join_sync, 2),
