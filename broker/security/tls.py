@@ -19,6 +19,7 @@ log = structlog.get_logger("kgroupd.tls")
 HANDSHAKE_TIMEOUT_S = 10
 RECORD = 16384  # the most plaintext a TLS record holds: what one SSLObject.read returns
 _WANT_MORE = sslproto.SSLAgainErrors
+_WRAPPED = sslproto.SSLProtocolState.WRAPPED
 
 # --ssl-client-auth (its values named in kgroupd.broker.config.security.CLIENT_AUTH)
 CLIENT_AUTH = {
@@ -121,7 +122,51 @@ class TlsProtocol(sslproto.SSLProtocol):
             if small:
                 joined.append(small[0] if len(small) == 1 else b"".join(small))
             parts = joined
-        super()._write_appdata(parts)
+        me: Any = self  # asyncio's private state, untyped
+        if me._state is not _WRAPPED or me._write_backlog or me._ssl_writing_paused:
+            super()._write_appdata(parts)
+            return
+        # the common case straight through (asyncio's _write_appdata, _do_write and
+        # _process_outgoing, without the backlog list and the flow control's calls)
+        write = me._sslobj.write
+        try:
+            for i, part in enumerate(parts):
+                try:
+                    n = write(part)
+                except _WANT_MORE:
+                    n = 0
+                if n < len(part):  # what OpenSSL did not take yet: asyncio's backlog
+                    super()._write_appdata([part[n:], *parts[i + 1 :]])
+                    return
+            data = me._outgoing.read()
+            if data:
+                me._transport.write(data)
+            if me._app_writing_paused:
+                me._control_app_writing()
+        except Exception as exc:
+            me._fatal_error(exc, "Fatal error on SSL protocol")
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """A network read: asyncio's path (``_do_read``) with the calls that find nothing to
+        do left out: no outgoing data to send, no flow control to change."""
+        me: Any = self
+        if me._state is not _WRAPPED or me._app_reading_paused or me._app_protocol_is_buffer:
+            super().buffer_updated(nbytes)
+            return
+        incoming = me._incoming
+        incoming.write(me._ssl_buffer_view[:nbytes])
+        try:
+            self._do_read__copied()
+            if me._write_backlog:
+                me._do_write()
+            elif me._outgoing.pending:
+                me._process_outgoing()
+            elif me._app_writing_paused:
+                me._control_app_writing()
+            if me._ssl_reading_paused or incoming.pending:
+                me._control_ssl_reading()
+        except Exception as exc:
+            me._fatal_error(exc, "Fatal error on SSL protocol")
 
     def _do_read__copied(self) -> None:
         """The records decrypted so far, handed on in one ``data_received``: asyncio's reads

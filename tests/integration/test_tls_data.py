@@ -2,7 +2,7 @@
 on what is decrypted after each network read): a 1 MiB batch, many TLS records in one
 request, arrives whole and is fetched back byte for byte; many requests written at once are
 each answered, in order; a client's close_notify closes its connection and the broker goes
-on serving."""
+on serving; answers larger than the socket's buffer wait for it to drain."""
 
 from __future__ import annotations
 
@@ -63,6 +63,14 @@ async def test_big_and_pipelined_requests_over_tls(certs: Certs, tmp_path: Path)
             got = await client.receive(0, 9, corr)
             part = got["responses"][0]["partition_responses"][0]
             assert (part["error_code"], part["base_offset"]) == (0, i)
+        # 16 fetches of the 1 MiB batch written at once and read only after a pause: the
+        # socket's buffer fills, the TLS layer holds the rest until it drains
+        fetch = fetch_request("tls-data", 0, 0, max_bytes=4 << 20, partition_max_bytes=4 << 20)
+        corrs = await client.send_many([(1, 12, fetch)] * 16)
+        await asyncio.sleep(0.2)
+        for corr in corrs:
+            got = await client.receive(1, 12, corr)
+            assert got["responses"][0]["partitions"][0]["records"][16:] == big[16:]
         await client.close()  # close_notify
         # the broker goes on serving
         again = await tls_client(server.port, certs)
