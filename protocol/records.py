@@ -9,6 +9,7 @@ import struct
 from dataclasses import dataclass
 
 from kgroupd.protocol.crc import crc32c
+from kgroupd.protocol.record_bulk import verified_prefix
 
 # A batch or record set: bytes, or a view of a request's frame (``types.VIEW_FROM``)
 Buffer = bytes | bytearray | memoryview
@@ -279,9 +280,11 @@ def check_records(
     inline, one or two bytes (nearly all of them) without a call; each is kept in its zigzag
     form (``b >> 1`` a length when ``b`` is even, odd for a null).
     """
-    expect = 0  # the next record's offset delta, zigzag-encoded
+    # runs of records alike checked in bulk first (``record_bulk``), the rest walked here
+    first, pos = verified_prefix(data, pos, end, count, keyless)
+    expect = first << 1  # the next record's offset delta, zigzag-encoded
     try:
-        for index in range(count):
+        for index in range(first, count):
             b = data[pos]  # the record's length
             if b < 0x80:
                 pos += 1

@@ -22,7 +22,10 @@ batches are on disk.
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from collections.abc import Awaitable
+from typing import cast
 
 from kgroupd.broker.coordinator.txn import AddPartitions
 from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
@@ -30,21 +33,26 @@ from kgroupd.broker.handlers.throttling import charge
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.timestamps import INVALID_TIMESTAMP_MESSAGE, timestamp_errors
 from kgroupd.broker.log.topics import Topic
-from kgroupd.broker.log.validate import Refused, validate_batch
+from kgroupd.broker.log.validate import INLINE_EXPANDED, OffLoop, Refused, validate_batch
 from kgroupd.broker.quotas import PRODUCE as PRODUCE_QUOTA
 from kgroupd.broker.security.rules import TOPIC_WRITE, TXN_AUTH, TXN_WRITE
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.records import (
     BatchHeader,
     InvalidBatch,
+    parse_header,
     split_batches,
     stamp_log_append_time,
 )
 
 _OFFSET_AND_EPOCH = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
+_NO_EPOCH = _LEADER_EPOCH.pack(0)
 TOPIC_IDS_FROM = 13
 MAX_EPOCH = 32767
+# append_partition's answer for a compressed batch too big to decompress on the event loop
+# (``validate.INLINE_EXPANDED``): it is validated on a worker thread, then appended
+LATER: Fields = {}
 
 
 def _part(
@@ -87,7 +95,10 @@ def append_partition(
     index: int,
     data: bytes | memoryview | None,
     txn_id: str | None = None,
+    verdict: Refused | bool = False,
 ) -> Fields:
+    """Append one partition's batch (``verdict``: False to validate it here, True if it was
+    found valid off the loop, or why it was refused there); its answer, or ``LATER``."""
     if not 0 <= index < len(topic.partitions):
         return _part(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     log = topic.partitions[index]
@@ -118,7 +129,12 @@ def append_partition(
             f"{header.length} bytes which exceeds the maximum configured value of {limit}.",
         )
     try:
-        validate_batch(data, header, topic.name, index, topic.compacted)
+        if verdict is False:
+            validate_batch(data, header, topic.name, index, topic.compacted, inline=INLINE_EXPANDED)
+        elif verdict is not True:
+            raise verdict
+    except OffLoop:
+        return LATER
     except Refused as exc:
         # Kafka answers the log start offset with INVALID_RECORD only (its other faults are
         # refused before the log is asked)
@@ -162,16 +178,21 @@ def append_partition(
         if duplicate is not None:
             return _part(index, ErrorCode.NONE, duplicate, -1, log.log_start_offset)
     now = now_ms()
-    batch = bytearray(data)
-    _OFFSET_AND_EPOCH.pack_into(batch, 0, log.high_watermark)
-    _LEADER_EPOCH.pack_into(batch, 12, 0)
     append_time = -1
     if topic.log_append_time:
+        batch = bytearray(data)
+        _OFFSET_AND_EPOCH.pack_into(batch, 0, log.high_watermark)
+        _LEADER_EPOCH.pack_into(batch, 12, 0)
         stamp_log_append_time(batch, now)
         header.max_timestamp = now
         append_time = now
+        stored = bytes(batch)
+    else:  # the base offset and leader epoch rewritten in the one copy the log keeps
+        view = memoryview(data)
+        offset = _OFFSET_AND_EPOCH.pack(log.high_watermark)
+        stored = b"".join((offset, view[8:12], _NO_EPOCH, view[16:]))
     try:
-        base = log.append(bytes(batch), header, now)
+        base = log.append(stored, header, now)
     except OSError as exc:
         # The segment file took nothing of it (a full disk, an I/O error): nothing is kept,
         # the offsets do not move, and the next produce tries again, as a partition whose
@@ -195,7 +216,7 @@ def append_partition(
         )
     stats = ctx.broker.stats
     if stats is not None:
-        stats.produced(topic.name, len(batch))
+        stats.produced(topic.name, len(stored))
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
 
 
@@ -254,6 +275,7 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     by_id = ctx.api_version >= TOPIC_IDS_FROM
     out = []
     appended = False
+    later: list[tuple[list[Fields], int, Topic, int, bytes | memoryview]] = []
     refused_all = txn_id is not None and ctx.denies(TXN_WRITE, txn_id)
     for t in req["topic_data"]:
         topic = topics_mgr.by_id(t["topic_id"]) if by_id else topics_mgr.get(t["name"])
@@ -287,10 +309,18 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
                 parts.append(_part(index, code))
             else:
                 part = append_partition(ctx, topic, index, p["records"], txn_id)
-                appended = appended or part["error_code"] == 0
+                if part is LATER:
+                    later.append((parts, len(parts), topic, index, p["records"]))
+                else:
+                    appended = appended or part["error_code"] == 0
                 parts.append(part)
         out.append({"name": t["name"], "topic_id": t["topic_id"], "partition_responses": parts})
     throttle_ms = charge(ctx, PRODUCE_QUOTA, ctx.size)  # the request's size, as Kafka's
+    if later:
+        # an awaitable of None is no answer (acks=0), as the connection reads it
+        return cast(
+            Awaitable[Fields], _produce_later(ctx, out, later, acks, throttle_ms, txn_id, appended)
+        )
     if acks == 0:
         return None
     reply = {"responses": out, "throttle_time_ms": throttle_ms}
@@ -299,3 +329,43 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     if synced is None:
         return reply
     return Held(synced, reply)
+
+
+def _validated(data: bytes | memoryview, topic: str, index: int, compacted: bool) -> Refused | None:
+    """On a worker thread: what validating the batch finds (decompressing it, within
+    ``EXPANDED_LIMIT``, releases the GIL; the record walk is mostly C)."""
+    try:
+        validate_batch(data, parse_header(data), topic, index, compacted)
+    except Refused as exc:
+        return exc
+    return None
+
+
+async def _produce_later(
+    ctx: RequestContext,
+    out: list[Fields],
+    later: list[tuple[list[Fields], int, Topic, int, bytes | memoryview]],
+    acks: int,
+    throttle_ms: int,
+    txn_id: str | None,
+    appended: bool,
+) -> Fields | None:
+    """The request's answer once its big compressed batches are validated off the loop and
+    appended (the connection handles its next request after this one, as Kafka's)."""
+    for parts, at, topic, index, data in later:
+        verdict = await asyncio.to_thread(_validated, data, topic.name, index, topic.compacted)
+        parts[at] = append_partition(ctx, topic, index, data, txn_id, verdict or True)
+        appended = appended or parts[at]["error_code"] == 0
+    if acks == 0:
+        return None
+    synced = ctx.broker.data_synced() if appended else None
+    if synced is not None:
+        try:
+            await synced
+        except Exception as exc:  # the fsync failed: nothing of it is acknowledged
+            ctx.log.error("produce_sync_failed", error=str(exc))
+            for topic_answer in out:
+                for part in topic_answer["partition_responses"]:
+                    if part["error_code"] == 0:
+                        part["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+    return {"responses": out, "throttle_time_ms": throttle_ms}

@@ -43,7 +43,16 @@ from kgroupd.protocol.records import (
     check_records,
 )
 
-__all__ = ["Refused", "validate_batch"]
+__all__ = ["INLINE_EXPANDED", "OffLoop", "Refused", "validate_batch"]
+
+# The most a compressed batch may decompress to on the event loop (about a millisecond of
+# decompressing and checking): past it, ``validate_batch(..., inline=...)`` raises ``OffLoop``
+# and produce validates the batch on a worker thread.
+INLINE_EXPANDED = 1 << 20
+
+
+class OffLoop(Exception):
+    """The batch decompresses to more than the caller lets the event loop handle."""
 
 
 class Refused(Exception):
@@ -65,9 +74,11 @@ def validate_batch(
     partition: int,
     compacted: bool = False,
     limit: int = EXPANDED_LIMIT,
+    inline: int | None = None,
 ) -> None:
     """Raise ``Refused`` unless ``data`` (one whole batch, ``header`` its header) may be
-    appended to ``topic``-``partition``."""
+    appended to ``topic``-``partition``; ``OffLoop`` if it is compressed and decompresses to
+    more than ``inline`` bytes (when given, below ``limit``): nothing decided yet."""
     if header.base_offset != 0:
         raise Refused(
             ErrorCode.INVALID_RECORD,
@@ -114,7 +125,15 @@ def validate_batch(
     codec = header.attributes & COMPRESSION_MASK
     try:
         if codec:
-            body = _decompress(codec, data, limit)
+            if inline is not None and inline < limit:
+                try:
+                    body = _decompress(codec, data, inline)
+                except Refused as exc:
+                    if exc.code is ErrorCode.MESSAGE_TOO_LARGE:
+                        raise OffLoop from None
+                    raise
+            else:
+                body = _decompress(codec, data, limit)
             check_records(body, 0, len(body), count, keyless)
         else:
             check_records(data, HEADER_SIZE, len(data), count, keyless)

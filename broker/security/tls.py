@@ -17,6 +17,9 @@ from kgroupd.broker.security.acls import ANONYMOUS
 
 log = structlog.get_logger("kgroupd.tls")
 HANDSHAKE_TIMEOUT_S = 10
+RECORD = 16384  # the most plaintext a TLS record holds: what one SSLObject.read returns
+_WANT_MORE = sslproto.SSLAgainErrors
+_WRAPPED = sslproto.SSLProtocolState.WRAPPED
 
 # --ssl-client-auth (its values named in kgroupd.broker.config.security.CLIENT_AUTH)
 CLIENT_AUTH = {
@@ -92,6 +95,103 @@ class TlsProtocol(sslproto.SSLProtocol):
             server_side=True,
             ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
         )
+
+    def _write_appdata(self, list_of_data: Any) -> None:
+        """The pieces of the answers written at once (a frame's size, header and body, the
+        answers to a pipelined read: ``writelines``) go out in as few TLS records as fit,
+        small pieces joined up to a record's size: asyncio encrypts each piece it is handed
+        as records of its own, 22 bytes and an encryption call each."""
+        parts = list_of_data if isinstance(list_of_data, list) else list(list_of_data)
+        if len(parts) > 1:
+            joined: list[Any] = []
+            small: list[Any] = []
+            size = 0
+            for part in parts:
+                n = len(part)
+                if n >= RECORD:
+                    if small:
+                        joined.append(small[0] if len(small) == 1 else b"".join(small))
+                        small, size = [], 0
+                    joined.append(part)
+                    continue
+                small.append(part)
+                size += n
+                if size >= RECORD:
+                    joined.append(small[0] if len(small) == 1 else b"".join(small))
+                    small, size = [], 0
+            if small:
+                joined.append(small[0] if len(small) == 1 else b"".join(small))
+            parts = joined
+        me: Any = self  # asyncio's private state, untyped
+        if me._state is not _WRAPPED or me._write_backlog or me._ssl_writing_paused:
+            super()._write_appdata(parts)
+            return
+        # the common case straight through (asyncio's _write_appdata, _do_write and
+        # _process_outgoing, without the backlog list and the flow control's calls)
+        write = me._sslobj.write
+        try:
+            for i, part in enumerate(parts):
+                try:
+                    n = write(part)
+                except _WANT_MORE:
+                    n = 0
+                if n < len(part):  # what OpenSSL did not take yet: asyncio's backlog
+                    super()._write_appdata([part[n:], *parts[i + 1 :]])
+                    return
+            data = me._outgoing.read()
+            if data:
+                me._transport.write(data)
+            if me._app_writing_paused:
+                me._control_app_writing()
+        except Exception as exc:
+            me._fatal_error(exc, "Fatal error on SSL protocol")
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """A network read: asyncio's path (``_do_read``) with the calls that find nothing to
+        do left out: no outgoing data to send, no flow control to change."""
+        me: Any = self
+        if me._state is not _WRAPPED or me._app_reading_paused or me._app_protocol_is_buffer:
+            super().buffer_updated(nbytes)
+            return
+        incoming = me._incoming
+        incoming.write(me._ssl_buffer_view[:nbytes])
+        try:
+            self._do_read__copied()
+            if me._write_backlog:
+                me._do_write()
+            elif me._outgoing.pending:
+                me._process_outgoing()
+            elif me._app_writing_paused:
+                me._control_app_writing()
+            if me._ssl_reading_paused or incoming.pending:
+                me._control_ssl_reading()
+        except Exception as exc:
+            me._fatal_error(exc, "Fatal error on SSL protocol")
+
+    def _do_read__copied(self) -> None:
+        """The records decrypted so far, handed on in one ``data_received``: asyncio's reads
+        until OpenSSL raises SSLWantReadError, each read allocating 256 KiB first; this one
+        reads a record's size at a time and stops when no ciphertext is left to decrypt (an
+        exception per network read spared), as asyncio calls it after each network read."""
+        sslobj = self._sslobj  # type: ignore[attr-defined]
+        incoming = self._incoming  # type: ignore[attr-defined]
+        chunks: list[bytes] = []
+        closed = False
+        try:
+            while incoming.pending or sslobj.pending():
+                chunk = sslobj.read(RECORD)
+                if not chunk:  # close_notify
+                    closed = True
+                    break
+                chunks.append(chunk)
+        except _WANT_MORE:
+            pass
+        if chunks:
+            app: asyncio.Protocol = self._app_protocol  # type: ignore[assignment]
+            app.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if closed:
+            self._call_eof_received()  # type: ignore[attr-defined]
+            self._start_shutdown()
 
     def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
         if handshake_exc is not None:
