@@ -2,7 +2,8 @@
 over real sockets: a ShareFetch answered later (a long poll, a parked fetch refused when
 leadership moves) still names the partitions led elsewhere; a member's session on a node ends
 with the connection that opened it and what it held through that node comes back at once; a
-member the coordinator removes loses what it holds through every node."""
+member the coordinator removes loses what it holds through every node; each node bounds its
+own sessions (--group-share-max-share-sessions), as each Kafka broker bounds its cache."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest_asyncio
 from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
 from tests.integration.test_nodes_routing import (
     GROUP,
     LONG_WAIT_MS,
@@ -24,6 +26,7 @@ from tests.integration.test_nodes_routing import (
     TOPIC,
     by_partition,
     coordinator,
+    leader,
     ports,
     produce_everywhere,
     share_body,
@@ -31,6 +34,8 @@ from tests.integration.test_nodes_routing import (
 )
 from tests.support.kafka_wire import WireClient, build_batch, produce_request
 from tests.support.share_wire import heartbeat, set_group_config
+
+SHARE_SESSION_LIMIT_REACHED = ErrorCode.SHARE_SESSION_LIMIT_REACHED
 
 
 @pytest_asyncio.fixture
@@ -142,3 +147,45 @@ async def test_a_member_removed_loses_what_it_holds_through_every_node() -> None
             body = share_body(other, 0, tid, {1: []}) | {"max_wait_ms": LONG_WAIT_MS}
             waited = await asyncio.wait_for(two_other.request(SHARE_FETCH, 1, body), 60)
         assert delivered(by_partition(waited)[1]) == [(0, 2)]
+
+
+async def test_a_new_session_hears_nothing_of_the_old_ones_moves(server: KafkaServer) -> None:
+    """Partition 1 moves away from node 3 while the member's session there holds it; the member
+    opens a new session there (epoch 0) for partition 2: answered for partition 2 only."""
+    nodes = server.broker.nodes
+    assert nodes is not None
+    await produce_everywhere(server)
+    by_node, tid, member = ports(server), topic_id(server), uuid.uuid4().hex[:22]
+    nodes.set_down(2)
+    async with await WireClient.connect(by_node[3]) as three:
+        held = by_partition(
+            await three.request(SHARE_FETCH, 1, share_body(member, 0, tid, {1: []}))
+        )
+        assert delivered(held[1]) == [(0, 1)]
+        nodes.set_up(2)
+        again = await three.request(SHARE_FETCH, 1, share_body(member, 0, tid, {2: []}))
+    assert sorted(by_partition(again)) == [2]
+
+
+async def test_each_node_bounds_its_own_share_sessions() -> None:
+    async with running_server(
+        log_level="warning",
+        nodes=3,
+        node_id=1,
+        group_share_max_share_sessions=1,
+        create_topics=(TopicSpec(TOPIC, PARTITIONS),),
+    ) as srv:
+        by_node, tid = ports(srv), topic_id(srv)
+        a, b = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+        async with (
+            await WireClient.connect(by_node[1]) as one,
+            await WireClient.connect(by_node[2]) as two,
+        ):
+            codes = []
+            for wire, member, p in ((one, a, 0), (two, a, 1), (two, a, 4), (one, b, 3)):
+                assert leader(p) == (1 if wire is one else 2)
+                answer = await wire.request(SHARE_FETCH, 1, share_body(member, 0, tid, {p: []}))
+                codes.append(answer["error_code"])
+    # a's session on node 2 is its own (one per node); reopened there it is replaced, not
+    # counted twice; node 1 holds a's session, so b gets none there
+    assert codes == [0, 0, 0, SHARE_SESSION_LIMIT_REACHED]
