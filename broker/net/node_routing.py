@@ -5,7 +5,10 @@ In Kafka each broker keeps its own share sessions (a consumer opens one with eve
 its partitions, each with its own epochs), and a share partition lives on its leader. kgroupd
 keeps one share-session table for the process, keyed by (group, member), so on a node a
 ShareFetch / ShareAcknowledge works under the member id ``<member>@<node id>``: one session
-per node, as in Kafka, and what a member acquired through a node is held by that name.
+per node, as in Kafka, and what a member acquired through a node is held by that name. Such a
+session ends with the connection that opened it (what it holds released at once), and each
+node's sessions count against ``--group-share-max-share-sessions`` on their own, as each Kafka
+broker bounds its own ShareSessionCache.
 
 - A ShareFetch / ShareAcknowledge naming partitions this node does not lead goes on without
   them; they are answered NOT_LEADER_OR_FOLLOWER (their acknowledgements too), with the current
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
     from kgroupd.broker.state import Broker
     from kgroupd.protocol.messages import MessageSpec
 
-__all__ = ["PASS_REWRITTEN", "Amend", "node_member", "share_check", "share_parked"]
+__all__ = ["PASS_REWRITTEN", "Amend", "node_member", "node_of", "share_check", "share_parked"]
 
 Fields = dict[str, Any]
 NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -70,6 +73,11 @@ def node_member(member_id: str, node_id: int) -> str:
     return f"{member_id}@{node_id}"
 
 
+def node_of(member_id: str) -> str:
+    """The node whose session cache a (renamed) member's share session is in."""
+    return member_id.rpartition("@")[2]
+
+
 def share_check(conn: Conn, spec: MessageSpec, req: Fields) -> bytes | Amend | None:
     """ShareFetch / ShareAcknowledge on a node: the member's session on this node; the
     partitions led elsewhere answered NOT_LEADER_OR_FOLLOWER."""
@@ -100,7 +108,9 @@ def share_check(conn: Conn, spec: MessageSpec, req: Fields) -> bytes | Amend | N
             t["partitions"] = mine
             kept.append(t)
     away = nodes.moved_away.pop((req["group_id"], req["member_id"]), None)
-    if away:  # taken from the session by a leadership move: the client learns of it now
+    if away and req["share_session_epoch"] != 0:
+        # taken from the session by a leadership move: the client learns of it now (a new
+        # session, at epoch 0, names its partitions afresh)
         named = {(tid, index) for tid, index, *_ in refused}
         for tid, index in sorted(away - named):
             topic = by_id(tid)
@@ -212,12 +222,16 @@ def _hook(broker: Broker, nodes: Nodes) -> None:
     if isinstance(coordinator.on_member_removed, _Removed):
         return
     coordinator.on_member_removed = _Removed(coordinator.on_member_removed, share, nodes.ids)
+    share.cache_of = node_of
     nodes.on_moved.append(lambda: release_moved(share, nodes))
 
 
 def release_moved(share: ShareService, nodes: Nodes) -> None:
     """After leaderships moved: the sessions of a node that is down end (what they hold is
-    available again); what a session holds in a partition its node no longer leads too."""
+    available again); what a session holds in a partition its node no longer leads too.
+    What was taken from a session that has ended since (its connection closed) is forgotten."""
+    for key in [k for k in nodes.moved_away if k not in share.sessions]:
+        del nodes.moved_away[key]
     for group_id, member_id in list(share.sessions):
         _, at, node = member_id.rpartition("@")
         if not at or not node.isdigit():

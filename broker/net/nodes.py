@@ -38,6 +38,7 @@ import structlog
 from kgroupd.broker.net.connection import ConnectionHost, KafkaConnection
 from kgroupd.broker.net.node_routing import PASS_REWRITTEN, Amend, share_check, share_parked
 from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast.common import Chunks
 from kgroupd.protocol.framing import (
     FrameError,
     encode_response,
@@ -131,6 +132,8 @@ class NodeConnection(KafkaConnection):
                 recheck = _PARKS.get(api_key)
                 if recheck is not None and type(result) is tuple:
                     awaitable, spec, corr = result
+                    if isinstance(answer, Amend):  # a refusal names what the check took out too
+                        recheck = _fixing(recheck, answer.fix)
                     return self._parked(awaitable, spec, request, recheck), spec, corr
                 return result
             elif api_key == LIST_GROUPS:
@@ -260,7 +263,10 @@ def _wake(parked: set[asyncio.Future[None]]) -> None:
 
 def _amended(result: Any, spec: MessageSpec, corr: int, fix: Callable[[Fields], None]) -> Any:
     """The usual dispatch's ``result``, its response's fields passed through ``fix``: now
-    (a framed answer, one held for an fsync) or when a parked request is answered."""
+    (a framed answer, hand-encoded buffers such as ShareFetch's, one held for an fsync) or
+    when a parked request is answered."""
+    if type(result) is Chunks:  # a hand-encoded answer, framed: decoded like any other
+        result = b"".join(result)
     if type(result) is bytes:
         start = 9 if spec.response_header_v1 else 8  # size, correlation id, tagged fields
         body = spec.decode_response(result, start)
@@ -275,14 +281,29 @@ def _amended(result: Any, spec: MessageSpec, corr: int, fix: Callable[[Fields], 
     return result
 
 
+def _fixing(check: Check, fix: Callable[[Fields], None]) -> Check:
+    """``check`` of a parked request whose refusal (a response body) is passed through
+    ``fix``, as its answer would have been."""
+
+    def fixed(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes | Amend | None:
+        refused = check(conn, spec, req)
+        if type(refused) is not bytes or refused == PASS_REWRITTEN:
+            return refused
+        body = spec.decode_response(refused, 0)
+        fix(body)
+        return spec.encode_response(body)
+
+    return fixed
+
+
 async def _amended_later(
     awaitable: Awaitable[Any], spec: MessageSpec, fix: Callable[[Fields], None]
 ) -> Any:
     reply = await awaitable
     if type(reply) is dict:
         fix(reply)
-    elif type(reply) is bytes:
-        body = spec.decode_response(reply, 0)
+    elif type(reply) is bytes or type(reply) is Chunks:  # Chunks: a hand-encoded answer
+        body = spec.decode_response(b"".join(reply) if isinstance(reply, Chunks) else reply, 0)
         fix(body)
         reply = spec.encode_response(body)
     return reply

@@ -12,6 +12,8 @@ connection closes, the session goes and what its member holds is released (its r
 available at once, not after their locks). The cache holds at most
 ``group.share.max.share.sessions`` sessions (``--group-share-max-share-sessions``, 2000): an
 epoch-0 request that would open one more is SHARE_SESSION_LIMIT_REACHED (Kafka evicts none).
+With simulated nodes (``cache_of``) each node's sessions count against their own limit, as
+each Kafka broker bounds its own cache.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class ShareService:
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.max_sessions = max_sessions  # group.share.max.share.sessions
+        # the cache a member's session counts against (None: the one of this broker; set by
+        # ``kgroupd.broker.net.node_routing``: its simulated node's)
+        self.cache_of: Callable[[str], str] | None = None
         # the sessions each open connection opened (by its closers list's id)
         self._by_connection: dict[int, set[tuple[str, str]]] = {}
         # whether share partitions keep their changes for a store (``durable.attach``)
@@ -97,7 +102,7 @@ class ShareService:
         key = (group_id, member_id)
         if epoch == INITIAL_EPOCH:
             old = self.sessions.get(key)
-            if old is None and len(self.sessions) >= self.max_sessions:
+            if old is None and self._full(member_id):
                 return ErrorCode.SHARE_SESSION_LIMIT_REACHED
             if old is not None:  # replaced: the member keeps what it holds (as in Kafka)
                 self._end(old, release=False)
@@ -116,6 +121,17 @@ class ShareService:
         if epoch != FINAL_EPOCH and epoch != session_or_none.epoch:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
         return session_or_none
+
+    def _full(self, member_id: str) -> bool:
+        """Whether the cache a new session of ``member_id`` would join holds its limit."""
+        if len(self.sessions) < self.max_sessions:
+            return False
+        cache_of = self.cache_of
+        if cache_of is None:
+            return True
+        cache = cache_of(member_id)
+        held = sum(1 for _group, member in self.sessions if cache_of(member) == cache)
+        return held >= self.max_sessions
 
     def advance(self, session: ShareSession, epoch: int) -> None:
         """After a request: the next epoch, or at -1 the session closes and what the member
