@@ -130,7 +130,10 @@ def append_partition(
         )
     try:
         if verdict is False:
-            validate_batch(data, header, topic.name, index, topic.compacted, inline=INLINE_EXPANDED)
+            body = validate_batch(
+                data, header, topic.name, index, topic.compacted, inline=INLINE_EXPANDED
+            )
+            _check_timestamps(topic, data, header, body)
         elif verdict is not True:
             raise verdict
     except OffLoop:
@@ -144,9 +147,6 @@ def append_partition(
             {"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors
         ]
         return fields
-    refused = _timestamps_refused(topic, index, data, header)
-    if refused is not None:
-        return refused
     if header.is_transactional != (txn_id is not None) or (
         header.is_transactional and header.producer_id < 0
     ):
@@ -220,19 +220,15 @@ def append_partition(
     return _part(index, ErrorCode.NONE, base, append_time, log.log_start_offset)
 
 
-def _timestamps_refused(
-    topic: Topic, index: int, data: bytes | memoryview, header: BatchHeader
-) -> Fields | None:
-    """INVALID_TIMESTAMP for records outside the topic's message.timestamp.before.max.ms /
-    after.max.ms (KIP-937, ``kgroupd.broker.log.timestamps``), each named."""
-    errors = timestamp_errors(topic, data, header, now_ms())
-    if errors is None:
-        return None
-    fields = _part(index, ErrorCode.INVALID_TIMESTAMP, message=INVALID_TIMESTAMP_MESSAGE)
-    fields["record_errors"] = [
-        {"batch_index": i, "batch_index_error_message": text} for i, text in errors
-    ]
-    return fields
+def _check_timestamps(
+    topic: Topic, data: bytes | memoryview, header: BatchHeader, body: bytes | None
+) -> None:
+    """``Refused`` with INVALID_TIMESTAMP for records outside the topic's
+    message.timestamp.before.max.ms / after.max.ms (KIP-937, ``kgroupd.broker.log.timestamps``),
+    each named; ``body``: the records ``validate_batch`` decompressed, read again as they are."""
+    errors = timestamp_errors(topic, data, header, now_ms(), body)
+    if errors is not None:
+        raise Refused(ErrorCode.INVALID_TIMESTAMP, INVALID_TIMESTAMP_MESSAGE, errors)
 
 
 # Errors the coordinator gives while it cannot decide, answered as a retriable error (Kafka's
@@ -331,11 +327,14 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     return Held(synced, reply)
 
 
-def _validated(data: bytes | memoryview, topic: str, index: int, compacted: bool) -> Refused | None:
-    """On a worker thread: what validating the batch finds (decompressing it, within
-    ``EXPANDED_LIMIT``, releases the GIL; the record walk is mostly C)."""
+def _validated(data: bytes | memoryview, topic: Topic, index: int) -> Refused | None:
+    """On a worker thread: what validating the batch and checking its timestamps find, the
+    batch decompressed once (within ``EXPANDED_LIMIT``, releasing the GIL; the record walk is
+    mostly C)."""
     try:
-        validate_batch(data, parse_header(data), topic, index, compacted)
+        header = parse_header(data)
+        body = validate_batch(data, header, topic.name, index, topic.compacted)
+        _check_timestamps(topic, data, header, body)
     except Refused as exc:
         return exc
     return None
@@ -353,7 +352,7 @@ async def _produce_later(
     """The request's answer once its big compressed batches are validated off the loop and
     appended (the connection handles its next request after this one, as Kafka's)."""
     for parts, at, topic, index, data in later:
-        verdict = await asyncio.to_thread(_validated, data, topic.name, index, topic.compacted)
+        verdict = await asyncio.to_thread(_validated, data, topic, index)
         parts[at] = append_partition(ctx, topic, index, data, txn_id, verdict or True)
         appended = appended or parts[at]["error_code"] == 0
     if acks == 0:

@@ -9,15 +9,22 @@ INVALID_TIMESTAMP for the whole batch, each named in the record errors.
 The header's first and max timestamps decide whether records need reading: they bound every
 record's timestamp from above (max) and, for the first record, from below, so records are read
 (decompressed if need be) only when a before bound is set (a later record may be older than
-the first) or the header shows a record out of range (to name each one). Like the rest of
-kgroupd, a header whose max timestamp understates its records is believed.
+the first) or the header shows a record out of range (to name each one); produce passes the
+records ``validate_batch`` decompressed (on a worker thread past its inline bound), so a
+batch is decompressed once. Like the rest of kgroupd, a header whose max timestamp understates
+its records is believed.
 """
 
 from __future__ import annotations
 
 from kgroupd.broker.log.compaction import EXPANDED_LIMIT, expand, records
 from kgroupd.broker.log.topics import Topic
-from kgroupd.protocol.records import COMPRESSION_MASK, TIMESTAMP_TYPE_BIT, BatchHeader
+from kgroupd.protocol.records import (
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+)
 
 LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
@@ -38,10 +45,16 @@ _NORMAL = 2**62  # timestamps and bounds below this never wrap Java's long arith
 
 
 def timestamp_errors(
-    topic: Topic, data: bytes | memoryview, header: BatchHeader, now: int
+    topic: Topic,
+    data: bytes | memoryview,
+    header: BatchHeader,
+    now: int,
+    body: bytes | None = None,
 ) -> list[tuple[int, str]] | None:
     """(record index, message) for each refused record; None if the batch may be appended.
-    ``InvalidBatch`` if its records must be read and cannot be."""
+    ``body``: a compressed batch's records already decompressed (by ``validate_batch``: the
+    batch is not decompressed again). ``InvalidBatch`` if its records must be read and cannot
+    be."""
     append_time, before, after = topic.timestamp_rules()
     append_time_batch = header.attributes & TIMESTAMP_TYPE_BIT
     if append_time:
@@ -68,7 +81,9 @@ def timestamp_errors(
     suspect = any(t != NO_TIMESTAMP and _out_of_range(t, now, before, after) for t in (first, last))
     if not suspect and before == LONG_MAX:
         return None
-    if header.attributes & COMPRESSION_MASK:
+    if body is not None:
+        found = records(bytes(data[:HEADER_SIZE]) + body)
+    elif header.attributes & COMPRESSION_MASK:
         found = expand(data, header, EXPANDED_LIMIT)[1]
     else:
         found = records(bytes(data))  # a view of a large frame: copied only here

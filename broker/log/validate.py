@@ -75,10 +75,11 @@ def validate_batch(
     compacted: bool = False,
     limit: int = EXPANDED_LIMIT,
     inline: int | None = None,
-) -> None:
+) -> bytes | None:
     """Raise ``Refused`` unless ``data`` (one whole batch, ``header`` its header) may be
     appended to ``topic``-``partition``; ``OffLoop`` if it is compressed and decompresses to
-    more than ``inline`` bytes (when given, below ``limit``): nothing decided yet."""
+    more than ``inline`` bytes (when given, below ``limit``): nothing decided yet. Returns a
+    compressed batch's records decompressed (for the timestamp check: read once), else None."""
     if header.base_offset != 0:
         raise Refused(
             ErrorCode.INVALID_RECORD,
@@ -123,6 +124,7 @@ def validate_batch(
         )
     keyless: list[int] | None = [] if compacted else None
     codec = header.attributes & COMPRESSION_MASK
+    body = None
     try:
         if codec:
             if inline is not None and inline < limit:
@@ -155,6 +157,7 @@ def validate_batch(
             f"total, and only showing the first three errors at most: [{shown}]",
             errors,
         )
+    return body
 
 
 def _decompress(codec: int, data: Buffer, limit: int) -> bytes:
