@@ -17,7 +17,7 @@ from kgroupd.broker.coordinator import ConsumerGroupDescribe, ConsumerGroupHeart
 from kgroupd.broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.security.acls import ResourceType
-from kgroupd.broker.security.rules import GROUP_DESCRIBE
+from kgroupd.broker.security.rules import GROUP_DESCRIBE, GROUP_READ
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast.consumer import (
     decode_consumer_group_heartbeat,
@@ -27,6 +27,7 @@ from kgroupd.protocol.fast.consumer import (
 )
 
 if TYPE_CHECKING:
+    from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
 
 _LOGGED = frozenset(
@@ -41,7 +42,7 @@ _LOGGED = frozenset(
 
 
 def hot_consumer_group_heartbeat(
-    broker: Broker, frame: bytes, pos: int, version: int, corr: int
+    broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
 ) -> tuple[bytes, int] | None:
     """The steady heartbeat on the lane (``kgroupd.broker.net.hot``), as
     ``handle_consumer_group_heartbeat`` answers it; any other takes the general path."""
@@ -52,6 +53,8 @@ def hot_consumer_group_heartbeat(
     if steady is None:
         return None
     group, member, raw_member, epoch = steady
+    if access is not None and GROUP_READ.denies(access, group):
+        return None  # the general path refuses it
     coordinator = broker.coordinator
     if not coordinator.consumer_group_steady_heartbeat(group, member, epoch):
         return None

@@ -34,6 +34,7 @@ from kgroupd.protocol.fast import decode_offset_commit, encode_offset_commit_res
 from kgroupd.protocol.fast.commit import FLEXIBLE_FROM
 
 if TYPE_CHECKING:
+    from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
 
 TOPIC_AUTH = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -51,17 +52,17 @@ _commit: Callable[[tuple[Any, ...]], OffsetCommit] = functools.partial(tuple.__n
 
 
 def hot_offset_commit(
-    broker: Broker, frame: bytes, pos: int, version: int, corr: int
+    broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
 ) -> tuple[bytes, int] | None:
-    """OffsetCommit on the lane (``kgroupd.broker.net.hot``): as ``handle_offset_commit``
-    with no authorizer; under ``--fsync always`` (an answer held for its fsync) it is not."""
+    """OffsetCommit on the lane (``kgroupd.broker.net.hot``), as ``handle_offset_commit``;
+    not under ``--fsync always`` (an answer held for its fsync)."""
     if broker.durability is not None and broker.config.fsync_mode == "always":
         return None
     try:
         req = decode_offset_commit(frame, pos, version)
     except Exception:
         return None  # the general path reads it again, and closes the connection
-    body = _offset_commit(broker, None, req, version)[0]
+    body = _offset_commit(broker, access, req, version)[0]
     if version >= FLEXIBLE_FROM:
         return _HEAD1.pack(len(body) + 5, corr, 0) + body, 0
     return _HEAD0.pack(len(body) + 4, corr) + body, 0
@@ -76,22 +77,20 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     """Partitions of unknown topics (by name or, from v10, by id) or beyond a topic's
     partitions are refused before the coordinator sees the commit, as KafkaApis refuses them;
     a commit refused entirely never reaches it (no group is created)."""
-    body, committed = _offset_commit(
-        ctx.broker, ctx if ctx.access is not None else None, req, ctx.api_version
-    )
+    body, committed = _offset_commit(ctx.broker, ctx.access, req, ctx.api_version)
     # Under --fsync always the commit is answered only once its records are on disk.
     return when_durable(ctx.broker.state_synced(), body) if committed else body
 
 
 def _offset_commit(
-    broker: Broker, checked: RequestContext | None, req: Fields, version: int
+    broker: Broker, access: Access | None, req: Fields, version: int
 ) -> tuple[bytes, bool]:
-    """The answer's body, and whether the coordinator took a commit; ``checked``: the
-    context whose authorizer decides (None: no authorizer)."""
+    """The answer's body, and whether the coordinator took a commit; ``access``: the
+    connection's under ``--authorizer acl`` (None: no authorizer)."""
     ids: list[bytes] | None = None  # v10: the decoder gives each id's 16 bytes
     refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
     named = []
-    if checked is not None and checked.denies(GROUP_READ, req["group_id"]):
+    if access is not None and GROUP_READ.denies(access, req["group_id"]):
         # READ on the group first (KafkaApis): every partition is refused
         for key, parts in req["topics"]:
             refused[key] = [(p[0], GROUP_AUTH) for p in parts]
@@ -103,7 +102,7 @@ def _offset_commit(
             if topic is None:
                 refused[topic_id] = [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts]
                 continue
-            if checked is not None and checked.denies(TOPIC_READ, topic.name):
+            if access is not None and TOPIC_READ.denies(access, topic.name):
                 refused[topic_id] = [(p[0], TOPIC_AUTH) for p in parts]
                 continue
             good, bad = valid_partitions(topic, parts)
@@ -116,7 +115,7 @@ def _offset_commit(
         by_name = broker.topics.topics.get
         for name, parts in req["topics"]:
             topic = by_name(name)
-            if checked is not None and checked.denies(TOPIC_READ, name):
+            if access is not None and TOPIC_READ.denies(access, name):
                 refused[name] = [(p[0], TOPIC_AUTH) for p in parts]
                 continue
             if topic is None:

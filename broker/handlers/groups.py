@@ -25,13 +25,14 @@ from kgroupd.broker.coordinator import (
     SyncGroupResult,
 )
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
-from kgroupd.broker.security.rules import GROUP_DESCRIBE, TXN_DESCRIBE
+from kgroupd.broker.security.rules import GROUP_DESCRIBE, GROUP_READ, TXN_DESCRIBE
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import decode_heartbeat, encode_heartbeat_response
 from kgroupd.protocol.fast.heartbeat import FLEXIBLE_FROM as HEARTBEAT_FLEXIBLE_FROM
 from kgroupd.protocol.fast.heartbeat import heartbeat_answer, read_heartbeat
 
 if TYPE_CHECKING:
+    from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
 
 T = TypeVar("T")
@@ -180,13 +181,15 @@ def handle_sync_group(ctx: RequestContext, req: Fields) -> Fields | Any:
 
 
 def hot_heartbeat(
-    broker: Broker, frame: bytes, pos: int, version: int, corr: int
+    broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
 ) -> tuple[bytes, int] | None:
     """Heartbeat on the lane (``kgroupd.broker.net.hot``): as ``handle_heartbeat``."""
     try:
         group, generation, member, instance = read_heartbeat(frame, pos, version)
     except Exception:
         return None  # the general path reads it again, and closes the connection
+    if access is not None and GROUP_READ.denies(access, group):
+        return None  # the general path refuses it
     error = int(broker.coordinator.heartbeat_error(group, generation, member, instance))
     return heartbeat_answer(corr, error, version), error
 

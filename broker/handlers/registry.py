@@ -46,13 +46,13 @@ HandlerFn = Callable[["RequestContext", Fields], Reply]
 # A hand-written request decoder for a hot API: (frame, body offset, version) -> fields.
 # Tests check it against the struct codec.
 Decoder = Callable[[bytes, int, int], Fields]
-# A hot API's whole request on the lane of a connection with no SASL, no authorizer, no
-# injected error and no request quota (``kgroupd.broker.net.hot``): (broker, frame, body
-# offset, version, correlation id) -> (the framed answer, its top-level error code for the
-# metrics), or None to take the general path (a malformed request, anything unusual). It
-# changes nothing before it knows it answers; tests check its answers against the general
-# path's.
-HotFn = Callable[["Broker", bytes, int, int, int], "tuple[bytes, int] | None"]
+# A hot API's whole request on the lane of a connection with no SASL, no injected error and
+# no request quota (``kgroupd.broker.net.hot``): (broker, frame, body offset, version,
+# correlation id, the connection's authorizer access or None) -> (the framed answer, its
+# top-level error code for the metrics), or None to take the general path (a malformed or
+# refused request, anything unusual). It changes nothing before it knows it answers; tests
+# check its answers against the general path's.
+HotFn = Callable[["Broker", bytes, int, int, int, "Access | None"], "tuple[bytes, int] | None"]
 
 
 @dataclass(slots=True)

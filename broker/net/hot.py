@@ -1,12 +1,13 @@
 """The request path's pieces outside ``KafkaConnection``: the lane of the hot requests, and
 how answers are counted and framed.
 
-The lane (issue 26): a connection with no SASL, no authorizer, no injected error and no
-request quota answers Heartbeat, OffsetCommit and ConsumerGroupHeartbeat through their
+The lane (issue 26): a connection with no SASL, no injected error and no request quota
+answers Heartbeat, OffsetCommit and ConsumerGroupHeartbeat through their
 ``HandlerEntry.hot`` functions, which read the frame and write the framed answer
 themselves: no header object, no request dict, no ``RequestContext``. Anything unusual (a
-null client id, header tags, a malformed body, ``--fsync always``) returns None and takes the
-general path, which answers it as before. What the lane skips is exactly what such a
+null client id, header tags, a malformed body, ``--fsync always``, a refusal of
+``--authorizer acl``, whose cached decisions the hot functions ask) returns None and takes
+the general path, which answers it as before. What the lane skips is exactly what such a
 connection does not use.
 """
 
@@ -42,6 +43,7 @@ class Lane(Protocol):
     log: Any
     # the last client id's bytes on the lane and the ``client_id`` they gave
     hot_client: tuple[bytes, str | None]
+    access: Access | None  # --authorizer acl
 
 
 def hot_answer(
@@ -77,7 +79,7 @@ def hot_answer(
     assert hot is not None
     started = clock()
     try:
-        answer = hot(broker, frame, end, version, corr)
+        answer = hot(broker, frame, end, version, corr, conn.access)
     except Exception:
         conn.log.exception("handler_failed", api_key=entry.api_key, api_version=version)
         if broker.stats is not None:

@@ -168,3 +168,48 @@ async def test_steady_consumer_group_heartbeat(server: KafkaServer, wire: Wire) 
         fenced = {**steady, "member_epoch": steady["member_epoch"] + 5}
         assert (await wire.both(68, version, **fenced))["error_code"] == 110  # FENCED_MEMBER_EPOCH
         assert (await wire.both(68, version, **steady))["error_code"] == 0
+
+
+@pytest.mark.asyncio
+async def test_the_lane_asks_the_authorizer() -> None:
+    """Under ``--authorizer acl`` the lane serves what the ACLs allow, answering as the
+    general path does, and a group its principal may not read is refused as there."""
+    async with running_server(
+        log_level="warning",
+        initial_rebalance_delay_ms=0,
+        create_topics=(TopicSpec(TOPIC, 4),),
+        authorizer="acl",
+        allow_everyone_if_no_acl_found=True,
+    ) as srv:
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        wire = Wire(reader, writer)
+        deny = {  # DENY READ on the group "lane-denied" to everyone (ANONYMOUS here)
+            "resource_type": 3,
+            "resource_name": "lane-denied",
+            "resource_pattern_type": 3,
+            "principal": "User:*",
+            "host": "*",
+            "operation": 3,
+            "permission_type": 2,
+        }
+        spec = lookup(30, 1)
+        assert spec is not None
+        created = spec.decode_response(await wire.raw(30, 1, "setup", creations=[deny]))
+        assert created["results"][0]["error_code"] == 0, created
+        member, generation = await _classic_member(wire, "lane-acl")
+        ok = {"group_id": "lane-acl", "generation_id": generation, "member_id": member}
+        for version in range(5):
+            assert (await wire.both(12, version, **ok))["error_code"] == 0
+            denied = {**ok, "group_id": "lane-denied"}
+            assert (await wire.both(12, version, **denied))["error_code"] == 30
+        parts = [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]
+        for group, code in (("lane-acl-commit", 0), ("lane-denied", 30)):
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [{"name": TOPIC, "partitions": parts}],
+            }
+            answer = await wire.both(8, 2, **body)
+            assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
+        writer.close()
