@@ -150,11 +150,12 @@ async def open_case(case: str, b: h.BrokerProcess, args: argparse.Namespace) -> 
 def targets(args: argparse.Namespace, case: str) -> list[Target]:
     rev = args.cghb_rev if case == "cghb" else args.rev
     flags = CG_FLAGS if case == "cghb" else []
-    out = [Target("HEAD", None, flags)]
+    head = h.kgroupd_rev_src(args.head)[1] if args.head else None
+    out = [Target("HEAD", head, flags)]
     if rev:
         out.append(Target(rev, h.kgroupd_rev_src(rev)[1], flags))
     if args.acl:
-        out.append(Target("acl", None, [*flags, *ACL]))
+        out.append(Target("acl", head, [*flags, *ACL]))
     return out
 
 
@@ -335,6 +336,7 @@ def main() -> int:
     ap.add_argument("--rev", default="c966aaf", help="the revision Heartbeat/OffsetCommit face")
     ap.add_argument("--cghb-rev", default="c37879a", help="the one ConsumerGroupHeartbeat faces")
     ap.add_argument("--no-acl", dest="acl", action="store_false")
+    ap.add_argument("--head", help="run HEAD (and acl) from this revision's archive instead")
     ap.add_argument("--hb-connections", type=int, default=10)
     ap.add_argument("--commit-connections", type=int, default=10)
     ap.add_argument("--window", type=int, default=16)
@@ -354,7 +356,7 @@ def main() -> int:
     lines = h.uvloop_run(main_async(args))
     print(f"\n{h.command_line()}")
     print(f"{h.stamp()}; {machine}, load {os.getloadavg()[0]:.2f} at the end")
-    print(f"HEAD: {h.kgroupd_revision()}")
+    print(f"HEAD: {args.head or h.kgroupd_revision()}")
     print("\n".join(lines))
     return 0
 

@@ -254,8 +254,10 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
 _PART_ERROR = struct.Struct(">ih")
 _FLEX_PART_ERROR = struct.Struct(">ihB")  # partition, error, empty tagged fields
 _SMALL = [bytes((i,)) for i in range(0x80)]
-_pair_structs: dict[int, struct.Struct] = {}  # partition count -> (partition, error) * count
+_pair_structs: dict[int, struct.Struct] = {}  # count -> count, (partition, error) * count
 _PAIRS_CACHED = 256  # counts whose struct is kept
+_names: dict[str, bytes] = {}  # topic name -> its int16-length string (the answer's head)
+_NAMES_CACHED = 4096
 
 
 def _uvarint(value: int) -> bytes:
@@ -303,16 +305,21 @@ def encode_offset_commit_response(
             out.append(b"\x00")
         else:
             assert isinstance(key, str)
-            raw = key.encode()
+            named = _names.get(key)
+            if named is None:
+                raw = key.encode()
+                named = _I16.pack(len(raw)) + raw
+                if len(_names) < _NAMES_CACHED:
+                    _names[key] = named
+            out.append(named)
             flat = list(chain.from_iterable(parts))  # partition, error, partition, ...
             count_parts = len(flat) // 2
-            out.append(_I16.pack(len(raw)) + raw + _I32.pack(count_parts))
-            pairs = _pair_structs.get(count_parts)  # one struct packs them all
+            pairs = _pair_structs.get(count_parts)  # one struct packs the count and them all
             if pairs is None:
-                pairs = struct.Struct(">" + "ih" * count_parts)
+                pairs = struct.Struct(">i" + "ih" * count_parts)
                 if count_parts <= _PAIRS_CACHED:
                     _pair_structs[count_parts] = pairs
-            out.append(pairs.pack(*flat))
+            out.append(pairs.pack(count_parts, *flat))
     out[count_at] = _uvarint(count + 1) if flexible else _I32.pack(count)
     if flexible:
         out.append(b"\x00")
