@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
 
+_READ = GROUP_READ.operation  # the lane asks the ACL cache directly (one call less)
+
 T = TypeVar("T")
 
 
@@ -188,7 +190,7 @@ def hot_heartbeat(
         group, generation, member, instance = read_heartbeat(frame, pos, version)
     except Exception:
         return None  # the general path reads it again, and closes the connection
-    if access is not None and GROUP_READ.denies(access, group):
+    if access is not None and not access.allowed(GROUP_READ.resource_type, group, _READ):
         return None  # the general path refuses it
     error = int(broker.coordinator.heartbeat_error(group, generation, member, instance))
     return heartbeat_answer(corr, error, version), error
