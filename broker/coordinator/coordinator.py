@@ -110,6 +110,13 @@ class GroupCoordinator:
     def heartbeat(self, cmd: Heartbeat) -> HeartbeatResult:
         return self.shard_for(cmd.group_id).heartbeat(cmd)
 
+    def heartbeat_error(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode:
+        """``heartbeat``'s answer without its command and result objects (the hot path)."""
+        shard = self.shards[partition_for(group_id, self.config.offsets_partitions)]
+        return shard.heartbeat_error(group_id, generation, member_id, instance_id)
+
     def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult:
         return self.shard_for(cmd.group_id).leave_group(cmd)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import structlog
@@ -231,11 +232,13 @@ class ShardCore:
     def _reschedule_heartbeat(
         self, group: ClassicGroup, member: Member, delay_ms: int | None = None
     ) -> None:
-        gid, mid = group.group_id, member.member_id
+        expiry = member.expiry  # its key and op, made once (a heartbeat is hot)
+        if expiry is None or expiry[0] is not group:
+            gid, mid = group.group_id, member.member_id
+            op = functools.partial(self._expire_heartbeat, gid, mid, group)
+            expiry = member.expiry = (group, heartbeat_key(gid, mid), op)
         delay = member.session_timeout_ms if delay_ms is None else delay_ms
-        self.timers.schedule(
-            heartbeat_key(gid, mid), delay, lambda: self._expire_heartbeat(gid, mid, group)
-        )
+        self.timers.schedule(expiry[1], delay, expiry[2])
 
     def _expire_heartbeat(self, group_id: str, member_id: str, group: ClassicGroup) -> None:
         raise NotImplementedError

@@ -67,6 +67,16 @@ class TeeEvents(GroupEvents):
 
     def __init__(self, *listeners: GroupEvents) -> None:
         self.listeners = listeners
+        # A commit's notice (hot) goes straight to the one listener that hears it, if one.
+        hearing = [
+            listener
+            for listener in listeners
+            if type(listener).offsets_committed is not GroupEvents.offsets_committed
+        ]
+        if len(hearing) == 1:
+            self.offsets_committed = hearing[0].offsets_committed  # type: ignore[method-assign]
+        elif not hearing:
+            self.offsets_committed = NO_EVENTS.offsets_committed  # type: ignore[method-assign]
 
     def rebalance_started(self, group_id: str, reason: str, consumer: bool = False) -> None:
         for listener in self.listeners:

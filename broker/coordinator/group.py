@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ class Member:
     is_new: bool = False
     join_waiter: Deferred[JoinGroupResult] | None = field(default=None, repr=False)
     sync_waiter: Deferred[SyncGroupResult] | None = field(default=None, repr=False)
+    # (its group, its heartbeat timer's key, the op expiring it): ShardCore._reschedule_heartbeat
+    expiry: tuple[Any, str, Callable[[], None]] | None = field(default=None, repr=False)
 
     @property
     def is_static(self) -> bool:

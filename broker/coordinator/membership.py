@@ -528,31 +528,38 @@ class MembershipOps(ShardCore):
     def heartbeat(self, cmd: Heartbeat) -> HeartbeatResult:
         """Heartbeat: resets the member's session in PreparingRebalance (answering 27),
         CompletingRebalance and Stable. NONE while the shard is loading."""
-        if not cmd.group_id:
-            return HeartbeatResult(ErrorCode.INVALID_GROUP_ID)
-        error = self.availability_error()
-        if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            return HeartbeatResult(ErrorCode.NONE)
-        if error is not ErrorCode.NONE:
-            return HeartbeatResult(error)
-        if cmd.group_id in self.consumer_groups:
-            return self.classic_heartbeat_consumer(cmd)
-        group = self.groups.get(cmd.group_id)
-        if group is None:
-            return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        g, gen, m, i = cmd.group_id, cmd.generation_id, cmd.member_id, cmd.group_instance_id
+        return HeartbeatResult(self.heartbeat_error(g, gen, m, i))
+
+    def heartbeat_error(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode:
+        """``heartbeat`` without its command and result objects (the hot path's)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None or not self.owned or self.loading or group_id in self.consumer_groups:
+            error = self.availability_error()
+            if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                return ErrorCode.NONE
+            if error is not ErrorCode.NONE:
+                return error
+            if group_id in self.consumer_groups:
+                cmd = Heartbeat(group_id, generation, member_id, instance_id)
+                return self.classic_heartbeat_consumer(cmd).error
+            if group is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is GroupState.DEAD:
-            return HeartbeatResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = group.validate_member(cmd.member_id, cmd.group_instance_id)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = group.validate_member(member_id, instance_id)
         if error is not ErrorCode.NONE:
-            return HeartbeatResult(error)
-        if cmd.generation_id != group.generation_id:
-            return HeartbeatResult(ErrorCode.ILLEGAL_GENERATION)
+            return error
+        if generation != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
         if group.state is GroupState.EMPTY:  # pragma: no cover - an Empty group has no members
-            return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        self._reschedule_heartbeat(group, group.members[cmd.member_id])
-        if group.state is _PREP:
-            return HeartbeatResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        return HeartbeatResult(ErrorCode.NONE)
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._reschedule_heartbeat(group, group.members[member_id])
+        return ErrorCode.REBALANCE_IN_PROGRESS if group.state is _PREP else ErrorCode.NONE
 
     # --- LeaveGroup ------------------------------------------------------------------------
     def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult:

@@ -160,9 +160,8 @@ class LoopTimers:
             # what is still to come fires at its deadline on the moved clock
             for key, entry in self._live.items():
                 entry.handle.cancel()
-                entry.handle = self._loop.call_at(
-                    entry.due - self._offset_s, self._fire, key, entry
-                )
+                entry.armed = entry.due - self._offset_s
+                entry.handle = self._loop.call_at(entry.armed, self._fire, key, entry)
         return ran
 
     def schedule(self, key: str, delay_ms: int, op: Op) -> None:
@@ -172,16 +171,16 @@ class LoopTimers:
         offset = self._offset_s
         due = self._loop.time() + offset + max(delay_ms, 0) / 1000.0
         entry = self._live.get(key)
-        # uvloop arms a deadline already due with call_soon: a Handle without ``when``,
-        # that fires at once (no later than any new deadline)
-        when = getattr(entry.handle, "when", None) if entry is not None else None
-        if entry is not None and (when is None or when() + offset <= due):
+        # ``armed``: when its handle fires (uvloop arms a deadline already due with
+        # call_soon, which fires at once: no later than any new deadline either)
+        if entry is not None and entry.armed + offset <= due:
             entry.due = due
             entry.op = op
             return
         self.cancel(key)
         entry = _Entry(due, op, next(self._seq))
-        entry.handle = self._loop.call_at(due - offset, self._fire, key, entry)
+        entry.armed = due - offset
+        entry.handle = self._loop.call_at(entry.armed, self._fire, key, entry)
         self._live[key] = entry
         if self._due is not None and due <= self._target:
             heapq.heappush(self._due, (due, entry.seq, key, entry))
@@ -197,7 +196,8 @@ class LoopTimers:
         if self._live.get(key) is not entry:
             return
         if self._loop.time() + self._offset_s < entry.due:
-            entry.handle = self._loop.call_at(entry.due - self._offset_s, self._fire, key, entry)
+            entry.armed = entry.due - self._offset_s
+            entry.handle = self._loop.call_at(entry.armed, self._fire, key, entry)
             return
         del self._live[key]
         self._dispatch(entry.op)
@@ -214,10 +214,11 @@ class LoopTimers:
 
 
 class _Entry:
-    __slots__ = ("due", "handle", "op", "seq")
+    __slots__ = ("armed", "due", "handle", "op", "seq")
 
     def __init__(self, due: float, op: Op, seq: int) -> None:
         self.due = due
         self.op = op
         self.seq = seq
+        self.armed = due  # the loop time its handle fires at
         self.handle: asyncio.TimerHandle

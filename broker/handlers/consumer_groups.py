@@ -11,17 +11,26 @@ names them both ways.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from kgroupd.broker.coordinator import ConsumerGroupDescribe, ConsumerGroupHeartbeat
 from kgroupd.broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.security.acls import ResourceType
-from kgroupd.broker.security.rules import GROUP_DESCRIBE
+from kgroupd.broker.security.rules import GROUP_DESCRIBE, GROUP_READ
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast.consumer import (
     decode_consumer_group_heartbeat,
     encode_consumer_group_heartbeat_response,
+    read_steady_heartbeat,
+    steady_heartbeat_answer,
 )
+
+if TYPE_CHECKING:
+    from kgroupd.broker.security.acls import Access
+    from kgroupd.broker.state import Broker
+
+_READ = GROUP_READ.operation  # the lane asks the ACL cache directly (one call less)
 
 _LOGGED = frozenset(
     {
@@ -34,7 +43,30 @@ _LOGGED = frozenset(
 )
 
 
-@handler(68, decoder=decode_consumer_group_heartbeat)
+def hot_consumer_group_heartbeat(
+    broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
+) -> tuple[bytes, int] | None:
+    """The steady heartbeat on the lane (``kgroupd.broker.net.hot``), as
+    ``handle_consumer_group_heartbeat`` answers it; any other takes the general path."""
+    try:
+        steady = read_steady_heartbeat(frame, pos, version)
+    except Exception:
+        return None  # the general path reads it again, and closes the connection
+    if steady is None:
+        return None
+    group, member, raw_member, epoch = steady
+    if access is not None and not access.allowed(GROUP_READ.resource_type, group, _READ):
+        return None  # the general path refuses it
+    coordinator = broker.coordinator
+    if not coordinator.consumer_group_steady_heartbeat(group, member, epoch):
+        return None
+    answer = steady_heartbeat_answer(corr, raw_member, epoch, coordinator.consumer_heartbeat_ms)
+    return answer, 0
+
+
+@handler(
+    68, decoder=decode_consumer_group_heartbeat, hot=hot_consumer_group_heartbeat, flexible_from=0
+)
 def handle_consumer_group_heartbeat(ctx: RequestContext, req: Fields) -> Fields | bytes:
     owned = req["topic_partitions"]
     names = req["subscribed_topic_names"]

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import struct
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgroupd.broker.coordinator import (
     OffsetCommit,
@@ -30,6 +31,11 @@ from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext
 from kgroupd.broker.security.rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE, TOPIC_READ
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import decode_offset_commit, encode_offset_commit_response
+from kgroupd.protocol.fast.commit import FLEXIBLE_FROM
+
+if TYPE_CHECKING:
+    from kgroupd.broker.security.acls import Access
+    from kgroupd.broker.state import Broker
 
 TOPIC_AUTH = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_AUTH = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -45,28 +51,58 @@ _commit_topic: Callable[[tuple[str, Any]], OffsetCommitTopic] = functools.partia
 _commit: Callable[[tuple[Any, ...]], OffsetCommit] = functools.partial(tuple.__new__, OffsetCommit)
 
 
-@handler(8, decoder=decode_offset_commit)
+def hot_offset_commit(
+    broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
+) -> tuple[bytes, int] | None:
+    """OffsetCommit on the lane (``kgroupd.broker.net.hot``), as ``handle_offset_commit``;
+    not under ``--fsync always`` (an answer held for its fsync)."""
+    if broker.durability is not None and broker.config.fsync_mode == "always":
+        return None
+    try:
+        req = decode_offset_commit(frame, pos, version)
+    except Exception:
+        return None  # the general path reads it again, and closes the connection
+    body = _offset_commit(broker, access, req, version)[0]
+    if version >= FLEXIBLE_FROM:
+        return _HEAD1.pack(len(body) + 5, corr, 0) + body, 0
+    return _HEAD0.pack(len(body) + 4, corr) + body, 0
+
+
+_HEAD0 = struct.Struct(">ii")  # size, correlation id (response header v0)
+_HEAD1 = struct.Struct(">iib")  # ..., no tags (response header v1)
+
+
+@handler(8, decoder=decode_offset_commit, hot=hot_offset_commit, flexible_from=FLEXIBLE_FROM)
 def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     """Partitions of unknown topics (by name or, from v10, by id) or beyond a topic's
     partitions are refused before the coordinator sees the commit, as KafkaApis refuses them;
     a commit refused entirely never reaches it (no group is created)."""
+    body, committed = _offset_commit(ctx.broker, ctx.access, req, ctx.api_version)
+    # Under --fsync always the commit is answered only once its records are on disk.
+    return when_durable(ctx.broker.state_synced(), body) if committed else body
+
+
+def _offset_commit(
+    broker: Broker, access: Access | None, req: Fields, version: int
+) -> tuple[bytes, bool]:
+    """The answer's body, and whether the coordinator took a commit; ``access``: the
+    connection's under ``--authorizer acl`` (None: no authorizer)."""
     ids: list[bytes] | None = None  # v10: the decoder gives each id's 16 bytes
     refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
     named = []
-    checked = ctx.access is not None  # --authorizer acl
-    if checked and ctx.denies(GROUP_READ, req["group_id"]):
+    if access is not None and GROUP_READ.denies(access, req["group_id"]):
         # READ on the group first (KafkaApis): every partition is refused
         for key, parts in req["topics"]:
             refused[key] = [(p[0], GROUP_AUTH) for p in parts]
-    elif ctx.api_version >= TOPIC_IDS_FROM:  # offsets are kept by name
+    elif version >= TOPIC_IDS_FROM:  # offsets are kept by name
         ids = []
-        by_id = ctx.broker.topics.ids_by_bytes.get
+        by_id = broker.topics.ids_by_bytes.get
         for topic_id, parts in req["topics"]:
             topic = by_id(topic_id)
             if topic is None:
                 refused[topic_id] = [(p[0], ErrorCode.UNKNOWN_TOPIC_ID) for p in parts]
                 continue
-            if ctx.denies(TOPIC_READ, topic.name):
+            if access is not None and TOPIC_READ.denies(access, topic.name):
                 refused[topic_id] = [(p[0], TOPIC_AUTH) for p in parts]
                 continue
             good, bad = valid_partitions(topic, parts)
@@ -76,10 +112,10 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
                 named.append(_commit_topic((topic.name, good)))
                 ids.append(topic_id)
     else:
-        by_name = ctx.broker.topics.topics.get
+        by_name = broker.topics.topics.get
         for name, parts in req["topics"]:
             topic = by_name(name)
-            if checked and ctx.denies(TOPIC_READ, name):
+            if access is not None and TOPIC_READ.denies(access, name):
                 refused[name] = [(p[0], TOPIC_AUTH) for p in parts]
                 continue
             if topic is None:
@@ -100,10 +136,10 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
             req["member_id"],
             req["group_instance_id"],
             req["retention_time_ms"],
-            ctx.api_version >= 9,  # group_id_not_found
+            version >= 9,  # group_id_not_found
         )
     )
-    result = ctx.broker.coordinator.commit_offsets(cmd) if cmd_topics else None
+    result = broker.coordinator.commit_offsets(cmd) if cmd_topics else None
     answered: Any = result.topics if result is not None else ()
     if refused:  # rare: merged per topic, as Kafka's response builder does
         if ids is not None:
@@ -111,9 +147,7 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
             ids = None
         answered = merge_answers(answered, refused)
     # The coordinator answers topics in the order asked: v10 names them by the ids asked.
-    body = encode_offset_commit_response(ctx.api_version, answered, ids)
-    # Under --fsync always the commit is answered only once its records are on disk.
-    return when_durable(ctx.broker.state_synced(), body) if result is not None else body
+    return encode_offset_commit_response(version, answered, ids), result is not None
 
 
 def when_durable(synced: asyncio.Future[None] | None, reply: Fields | bytes) -> Reply:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kgroupd.broker.coordinator import (
     Deferred,
-    Heartbeat,
     JoinGroup,
     JoinGroupResult,
     LeaveGroup,
@@ -29,12 +28,17 @@ from kgroupd.broker.coordinator import (
 )
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.security.acls import CLUSTER_NAME
-from kgroupd.broker.security.rules import CLUSTER_ACTION, GROUP_DESCRIBE, TXN_DESCRIBE
+from kgroupd.broker.security.rules import CLUSTER_ACTION, GROUP_DESCRIBE, GROUP_READ, TXN_DESCRIBE
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import decode_heartbeat, encode_heartbeat_response
+from kgroupd.protocol.fast.heartbeat import FLEXIBLE_FROM as HEARTBEAT_FLEXIBLE_FROM
+from kgroupd.protocol.fast.heartbeat import heartbeat_answer, read_heartbeat
 
 if TYPE_CHECKING:
+    from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
+
+_READ = GROUP_READ.operation  # the lane asks the ACL cache directly (one call less)
 
 T = TypeVar("T")
 
@@ -217,13 +221,27 @@ def handle_sync_group(ctx: RequestContext, req: Fields) -> Fields | Any:
     return answer(ctx.broker.coordinator.sync_group(cmd), _sync_reply, ctx.broker)
 
 
-@handler(12, decoder=decode_heartbeat)
+def hot_heartbeat(
+    broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
+) -> tuple[bytes, int] | None:
+    """Heartbeat on the lane (``kgroupd.broker.net.hot``): as ``handle_heartbeat``."""
+    try:
+        group, generation, member, instance = read_heartbeat(frame, pos, version)
+    except Exception:
+        return None  # the general path reads it again, and closes the connection
+    if access is not None and not access.allowed(GROUP_READ.resource_type, group, _READ):
+        return None  # the general path refuses it
+    error = int(broker.coordinator.heartbeat_error(group, generation, member, instance))
+    return heartbeat_answer(corr, error, version), error
+
+
+@handler(12, decoder=decode_heartbeat, hot=hot_heartbeat, flexible_from=HEARTBEAT_FLEXIBLE_FROM)
 def handle_heartbeat(ctx: RequestContext, req: Fields) -> bytes:
     # The hottest group request: decoded and encoded by hand (kgroupd.protocol.fast).
-    result = ctx.broker.coordinator.heartbeat(
-        Heartbeat(req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"])
+    code = ctx.broker.coordinator.heartbeat_error(
+        req["group_id"], req["generation_id"], req["member_id"], req["group_instance_id"]
     )
-    ctx.error = error = int(result.error)
+    ctx.error = error = int(code)
     return encode_heartbeat_response(error, ctx.api_version)
 
 

@@ -46,6 +46,13 @@ HandlerFn = Callable[["RequestContext", Fields], Reply]
 # A hand-written request decoder for a hot API: (frame, body offset, version) -> fields.
 # Tests check it against the struct codec.
 Decoder = Callable[[bytes, int, int], Fields]
+# A hot API's whole request on the lane of a connection with no SASL, no injected error and
+# no request quota (``kgroupd.broker.net.hot``): (broker, frame, body offset, version,
+# correlation id, the connection's authorizer access or None) -> (the framed answer, its
+# top-level error code for the metrics), or None to take the general path (a malformed or
+# refused request, anything unusual). It changes nothing before it knows it answers; tests
+# check its answers against the general path's.
+HotFn = Callable[["Broker", bytes, int, int, int, "Access | None"], "tuple[bytes, int] | None"]
 
 
 @dataclass(slots=True)
@@ -90,6 +97,8 @@ class HandlerEntry:
     max_version: int
     fn: HandlerFn
     decoder: Decoder | None = None
+    hot: HotFn | None = None
+    flexible_from: int = 32767  # the first version with request header v2 (for ``hot``)
 
 
 # The handlers of the modules imported so far (``load_all`` imports every one).
@@ -124,9 +133,15 @@ HOMES: dict[int, str] = {
 }
 
 
-def handler(api_key: int, decoder: Decoder | None = None) -> Callable[[HandlerFn], HandlerFn]:
+def handler(
+    api_key: int,
+    decoder: Decoder | None = None,
+    hot: HotFn | None = None,
+    flexible_from: int = 32767,
+) -> Callable[[HandlerFn], HandlerFn]:
     """Register ``fn`` for ``api_key``, for the served table's range of versions
-    (``kgroupd.protocol.schemas.SERVED``: what ApiVersions advertises)."""
+    (``kgroupd.protocol.schemas.SERVED``: what ApiVersions advertises); ``hot`` (with the
+    first flexible version) answers its common requests on the lane (``HotFn``)."""
 
     def register(fn: HandlerFn) -> HandlerFn:
         if api_key in HANDLERS:
@@ -138,7 +153,9 @@ def handler(api_key: int, decoder: Decoder | None = None) -> Callable[[HandlerFn
             raise RuntimeError(f"api key {api_key} has no message definition")
         # each version's codecs are built when first used (tests/broker/test_registry.py
         # builds every one)
-        HANDLERS[api_key] = HandlerEntry(api_key, served[0], served[1], fn, decoder)
+        HANDLERS[api_key] = HandlerEntry(
+            api_key, served[0], served[1], fn, decoder, hot, flexible_from
+        )
         return fn
 
     return register

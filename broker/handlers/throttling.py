@@ -5,12 +5,17 @@ the DescribeClientQuotas/AlterClientQuotas handlers (``quotas``), which load on 
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Awaitable
+from typing import Any
+
 from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.topics import TopicError
 from kgroupd.broker.quotas import MUTATION, REQUEST
 from kgroupd.broker.throttle import WINDOW_MS
 from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast import Chunks
 
 
 def charge(
@@ -40,15 +45,41 @@ REQUEST_THROTTLE_MAX_MS = WINDOW_MS  # Kafka bounds a request quota's throttle t
 UNTHROTTLED = frozenset({17, 36})  # SASL: answered before a client is known, as Kafka's
 
 
+# API key -> the first version whose hand-encoded answer (bytes or ``Chunks``) starts with
+# throttle_time_ms: Fetch, OffsetCommit, Heartbeat, ConsumerGroupHeartbeat.
+THROTTLE_FIRST = {1: 1, 8: 3, 12: 1, 68: 0}
+_I32 = struct.Struct(">i")
+
+
 def charge_request_time(ctx: RequestContext, reply: Reply, seconds: float) -> Reply:
     """Kafka's request quota (``request_percentage``, KIP-124): the time the broker spent on
     the request, as a percentage of one thread's second, against the client's quota; the
-    throttle time goes into the answer (the larger of it and a byte-rate quota's)."""
+    throttle time goes into the answer (the larger of it and a byte-rate quota's), dict or
+    hand-encoded, now or when an awaited answer comes."""
     ms = charge(ctx, REQUEST, seconds * 100, cap=REQUEST_THROTTLE_MAX_MS)
-    if ms:
-        fields = reply.reply if isinstance(reply, Held) else reply
-        if isinstance(fields, dict):
-            fields["throttle_time_ms"] = max(fields.get("throttle_time_ms") or 0, ms)
+    if not ms:
+        return reply
+    encoded = ctx.api_version >= THROTTLE_FIRST.get(ctx.api_key, 32767)
+    if isinstance(reply, Held):
+        return Held(reply.until, _throttled(reply.reply, ms, encoded))
+    if reply is None or isinstance(reply, dict | bytes | Chunks):
+        return _throttled(reply, ms, encoded)
+    return _later(reply, ms, encoded)
+
+
+async def _later(waiting: Awaitable[Any], ms: int, encoded: bool) -> Any:
+    return _throttled(await waiting, ms, encoded)
+
+
+def _throttled(reply: Any, ms: int, encoded: bool) -> Any:
+    """``reply`` with throttle_time_ms at least ``ms``."""
+    if isinstance(reply, dict):
+        reply["throttle_time_ms"] = max(reply.get("throttle_time_ms") or 0, ms)
+    elif encoded and isinstance(reply, bytes) and len(reply) >= 4:
+        return _I32.pack(max(_I32.unpack_from(reply)[0], ms)) + reply[4:]
+    elif encoded and isinstance(reply, Chunks) and reply and len(reply[0]) >= 4:
+        first = bytes(reply[0])
+        reply[0] = _I32.pack(max(_I32.unpack_from(first)[0], ms)) + first[4:]
     return reply
 
 

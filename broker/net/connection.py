@@ -30,12 +30,18 @@ from kgroupd.broker.handlers.registry import HANDLERS, Held, RequestContext, ent
 from kgroupd.broker.handlers.throttling import UNTHROTTLED, charge_request_time
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.net.failed_auth import FailedAuthDelay
+from kgroupd.broker.net.hot import UNKNOWN as _UNKNOWN
+from kgroupd.broker.net.hot import HeldAnswer as _HeldAnswer
+from kgroupd.broker.net.hot import clock as _clock
+from kgroupd.broker.net.hot import count_reply as _count
+from kgroupd.broker.net.hot import framed_chunks as _framed_chunks
+from kgroupd.broker.net.hot import gate as _gate
+from kgroupd.broker.net.hot import hot_answer
 from kgroupd.broker.net.mute import Mute
 from kgroupd.broker.net.request_pool import FrameReader, RequestMemoryPool
 from kgroupd.broker.quotas import CONNECTION_RATE
 from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.acls import ANONYMOUS, Access
-from kgroupd.broker.security.rules import ACCESS
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import Chunks
 from kgroupd.protocol.framing import (
@@ -43,14 +49,12 @@ from kgroupd.protocol.framing import (
     encode_response,
     parse_request_header,
     peek_api,
-    response_header,
 )
 from kgroupd.protocol.messages import MessageSpec, lookup
 
 if TYPE_CHECKING:
     from kgroupd.broker.security.sasl import SaslSession
     from kgroupd.broker.state import Broker
-    from kgroupd.broker.stats import BrokerStats
 
 
 class ConnectionHost(Protocol):
@@ -74,7 +78,6 @@ _ids = itertools.count(1)
 _API_VERSIONS_V0 = lookup(18, 0)
 # Requests a client may pipeline behind one that waits before we stop reading from it.
 MAX_QUEUED_FRAMES = 256
-_clock = time.perf_counter  # request durations (the metrics)
 
 
 class _Close(Exception):
@@ -114,6 +117,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "?"
         self.host = "?"
         self.client_id: str | None = None
+        self.hot_client: tuple[bytes, str | None] = (b"", None)  # kgroupd.broker.net.hot
         self.log: Any = log.bind(conn=self.conn_id)
         self.last_read = time.monotonic()  # for the sweep (connections.max.idle.ms)
         # Who the client is: its SASL user once authenticated on a SASL listener, its
@@ -412,6 +416,10 @@ class KafkaConnection(asyncio.Protocol):
                 f"unsupported version {version} of api key {api_key} "
                 f"(we serve {entry.min_version}-{entry.max_version})"
             )
+        if entry.hot is not None and sasl is None:
+            answer = hot_answer(self, entry, frame, version, corr)
+            if answer is not None:
+                return answer
         spec = lookup(api_key, version)
         assert spec is not None
         injected = self.broker.injected
@@ -554,63 +562,3 @@ class KafkaConnection(asyncio.Protocol):
         """For shutdown: close now if nothing is in flight, else once it is answered."""
         self.close_when_done = True
         self._close_if_done()
-
-
-_UNKNOWN = int(ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
-def _count(
-    stats: BrokerStats, api_key: int, version: int, reply: Any, error: int, started: float
-) -> Any:
-    """Count an answered request (its top-level error code and time); an answer still to
-    come is counted when it comes."""
-    kind = type(reply)
-    if kind is dict:
-        error = error or reply.get("error_code") or 0
-    elif kind is Held:
-        if type(reply.reply) is dict:
-            error = error or reply.reply.get("error_code") or 0
-    elif reply is not None and kind is not bytes and not isinstance(reply, Chunks):
-        return _counted(stats, api_key, version, reply, started)
-    stats.request(api_key, version, error, _clock() - started)
-    return reply
-
-
-async def _counted(
-    stats: BrokerStats, api_key: int, version: int, waiting: Awaitable[Any], started: float
-) -> Any:
-    try:
-        reply = await waiting
-    except Exception:
-        stats.request(api_key, version, _UNKNOWN, _clock() - started)
-        raise
-    error = reply.get("error_code") or 0 if type(reply) is dict else 0
-    stats.request(api_key, version, error, _clock() - started)
-    return reply
-
-
-def _gate(access: Access, api_key: int, request: Any) -> ErrorCode | None:
-    """The whole-request check of ``rules.ACCESS``; an API missing there is refused."""
-    entry = ACCESS.get(api_key)
-    if entry is None:
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    if entry.gate is None:
-        return None
-    return entry.gate(access, request)
-
-
-class _HeldAnswer:
-    __slots__ = ("framed", "until")
-
-    def __init__(self, until: asyncio.Future[None], framed: list[bytes | memoryview]) -> None:
-        self.until = until
-        self.framed = framed
-
-
-def _framed_chunks(corr: int, body: Chunks, spec: MessageSpec) -> Chunks:
-    size = 0
-    for chunk in body:
-        size += len(chunk)
-    framed = Chunks([response_header(corr, size, spec.response_header_v1)])
-    framed.extend(body)
-    return framed

@@ -10,7 +10,8 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Iterable, Sequence
-from itertools import chain
+from itertools import chain, repeat
+from typing import Any
 
 from kgroupd.protocol.fast.common import (
     _I16,
@@ -36,6 +37,31 @@ _FLEX_PART = struct.Struct(">iqi")  # partition, offset, committed leader epoch
 # (partition, offset, leader epoch, metadata)
 CommitPartition = tuple[int, int, int, str | None]
 
+_I32_I16 = struct.Struct(">ih")  # generation, member id length
+_FLEX_USUAL = struct.Struct(">iqiBB")  # ..., metadata "" or null, no tagged fields
+_MANY_CACHED = 256  # partition counts whose struct for a whole topic is kept
+_many_structs: dict[tuple[str, int], struct.Struct] = {}
+_MIXED = object()
+
+
+def _many(one: struct.Struct, count: int) -> struct.Struct:
+    """A struct reading ``count`` partitions of the layout ``one`` at once."""
+    key = (one.format, count)
+    many = _many_structs.get(key)
+    if many is None:
+        many = _many_structs[key] = struct.Struct(">" + one.format[1:] * count)
+    return many
+
+
+def _same_metadata(lengths: tuple[int, ...], count: int, empty: int, null: int) -> Any:
+    """ "" if every metadata length is ``empty``'s, None if every one is ``null``'s, else
+    ``_MIXED`` (read partition by partition)."""
+    if lengths.count(empty) == count:
+        return ""
+    if lengths.count(null) == count:
+        return None
+    return _MIXED
+
 
 def _commit_part_struct(version: int) -> struct.Struct:
     if version >= 6:
@@ -53,28 +79,38 @@ def decode_offset_commit(frame: bytes, pos: int, version: int) -> dict[str, obje
     broker looks ids up by their bytes). Nulls where Kafka allows none
     raise ``ValueError``.
     """
-    if version >= FLEXIBLE_FROM:
-        return _decode_flexible(frame, pos, version)
+    try:
+        if version >= FLEXIBLE_FROM:
+            return _decode_flexible(frame, pos, version)
+        return _decode(frame, pos, version)
+    except struct.error as exc:  # an int read past the end
+        raise ValueError(f"the request ends early: {exc}") from None
+
+
+def _decode(frame: bytes, pos: int, version: int) -> dict[str, object]:
+    # strings read inline: a Python call costs more than the rest of a field's reading
     n = len(frame)
-    group, pos = read_string(frame, pos)
-    if group is None:
-        raise ValueError("null group id")
+    (size,) = _I16.unpack_from(frame, pos)
+    end = pos + 2 + size
+    if size < 0 or end > n:
+        raise ValueError("null group id" if size < 0 else "group id runs past the end")
     fields: dict[str, object] = {
-        "group_id": group,
+        "group_id": frame[pos + 2 : end].decode("utf-8"),
         "generation_id_or_member_epoch": -1,
         "member_id": "",
         "retention_time_ms": -1,
         "group_instance_id": None,
     }
+    pos = end
     if version >= 1:
-        fields["generation_id_or_member_epoch"], pos = read_int32(frame, pos)
-        member, pos = read_string(frame, pos)
-        if member is None:
-            raise ValueError("null member id")
-        fields["member_id"] = member
+        generation, size = _I32_I16.unpack_from(frame, pos)
+        end = pos + 6 + size
+        if size < 0 or end > n:
+            raise ValueError("null member id" if size < 0 else "member id runs past the end")
+        fields["generation_id_or_member_epoch"] = generation
+        fields["member_id"] = frame[pos + 6 : end].decode("utf-8")
+        pos = end
     if 2 <= version <= 4:
-        if pos + 8 > n:
-            raise ValueError("retention_time_ms runs past the end of the request")
         fields["retention_time_ms"] = _I64.unpack_from(frame, pos)[0]
         pos += 8
     if version >= 7:
@@ -83,17 +119,31 @@ def decode_offset_commit(frame: bytes, pos: int, version: int) -> dict[str, obje
     unpack = part.unpack_from
     head = part.size
     v6 = version >= 6
-    ntopics, pos = read_int32(frame, pos)
+    (ntopics,) = _I32.unpack_from(frame, pos)
+    pos += 4
     if ntopics < 0:
         raise ValueError("null topics array")
     topics: list[tuple[str | bytes, list[CommitPartition]]] = []
     for _ in range(ntopics):
-        name, pos = read_string(frame, pos)
-        if name is None:
-            raise ValueError("null topic name")
-        nparts, pos = read_int32(frame, pos)
+        (size,) = _I16.unpack_from(frame, pos)
+        end = pos + 2 + size
+        if size < 0 or end > n:
+            raise ValueError("null topic name" if size < 0 else "topic name runs past the end")
+        name = frame[pos + 2 : end].decode("utf-8")
+        (nparts,) = _I32.unpack_from(frame, end)
+        pos = end + 4
         if nparts < 0:
             raise ValueError("null partitions array")
+        end = pos + nparts * head
+        if 0 < nparts <= _MANY_CACHED and end <= n:  # the usual commit: no metadata
+            values = _many(part, nparts).unpack_from(frame, pos)
+            k = len(values) // nparts
+            meta = _same_metadata(values[k - 1 :: k], nparts, 0, -1)
+            if meta is not _MIXED:
+                epochs = values[2::k] if v6 else repeat(-1, nparts)
+                topics.append((name, list(zip(values[::k], values[1::k], epochs, repeat(meta)))))
+                pos = end
+                continue
         parts: list[CommitPartition] = []
         for _ in range(nparts):
             if pos + head > n:
@@ -155,7 +205,17 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
             nparts, pos = read_uvarint(frame, pos)
         if nparts == 0:
             raise ValueError("null partitions array")
-        parts: list[CommitPartition] = []
+        count = nparts - 1
+        end = pos + count * 18
+        if 0 < count <= _MANY_CACHED and end <= n:  # the usual commit: no metadata, no tags
+            values = _many(_FLEX_USUAL, count).unpack_from(frame, pos)
+            meta = _same_metadata(values[3::5], count, 1, 0)
+            if meta is not _MIXED and not any(values[4::5]):
+                parts = list(zip(values[::5], values[1::5], values[2::5], repeat(meta)))
+                pos = skip_tagged_fields(frame, end)
+                topics.append((key, parts))
+                continue
+        parts = []
         append = parts.append
         for _ in range(nparts - 1):
             if pos + 18 > n:
@@ -194,8 +254,10 @@ def _decode_flexible(frame: bytes, pos: int, version: int) -> dict[str, object]:
 _PART_ERROR = struct.Struct(">ih")
 _FLEX_PART_ERROR = struct.Struct(">ihB")  # partition, error, empty tagged fields
 _SMALL = [bytes((i,)) for i in range(0x80)]
-_pair_structs: dict[int, struct.Struct] = {}  # partition count -> (partition, error) * count
+_pair_structs: dict[int, struct.Struct] = {}  # count -> count, (partition, error) * count
 _PAIRS_CACHED = 256  # counts whose struct is kept
+_names: dict[str, bytes] = {}  # topic name -> its int16-length string (the answer's head)
+_NAMES_CACHED = 4096
 
 
 def _uvarint(value: int) -> bytes:
@@ -243,16 +305,21 @@ def encode_offset_commit_response(
             out.append(b"\x00")
         else:
             assert isinstance(key, str)
-            raw = key.encode()
+            named = _names.get(key)
+            if named is None:
+                raw = key.encode()
+                named = _I16.pack(len(raw)) + raw
+                if len(_names) < _NAMES_CACHED:
+                    _names[key] = named
+            out.append(named)
             flat = list(chain.from_iterable(parts))  # partition, error, partition, ...
             count_parts = len(flat) // 2
-            out.append(_I16.pack(len(raw)) + raw + _I32.pack(count_parts))
-            pairs = _pair_structs.get(count_parts)  # one struct packs them all
+            pairs = _pair_structs.get(count_parts)  # one struct packs the count and them all
             if pairs is None:
-                pairs = struct.Struct(">" + "ih" * count_parts)
+                pairs = struct.Struct(">i" + "ih" * count_parts)
                 if count_parts <= _PAIRS_CACHED:
                     _pair_structs[count_parts] = pairs
-            out.append(pairs.pack(*flat))
+            out.append(pairs.pack(count_parts, *flat))
     out[count_at] = _uvarint(count + 1) if flexible else _I32.pack(count)
     if flexible:
         out.append(b"\x00")

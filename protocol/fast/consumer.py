@@ -121,3 +121,54 @@ def encode_consumer_group_heartbeat_response(
             b"\xff\x00",  # assignment null; no tagged fields
         )
     )
+
+
+# What follows the member epoch in a steady heartbeat: instance id, rack id null, rebalance
+# timeout -1, subscribed topics null, (v1: regex null,) assignor null, owned partitions null,
+# no tagged fields.
+_STEADY = (
+    b"\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00",
+    b"\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00\x00",
+)
+
+
+def read_steady_heartbeat(
+    frame: bytes, pos: int, version: int
+) -> tuple[str, str, bytes, int] | None:
+    """A steady ConsumerGroupHeartbeat (every optional field null, no instance id): group id,
+    member id, the member id's compact-string bytes (as the answer repeats them) and the
+    member epoch; None for any other request (``decode_consumer_group_heartbeat`` reads
+    those). Bad UTF-8 raises ``ValueError``."""
+    n = len(frame)
+    if pos >= n or frame[pos] >= 0x80:
+        return None
+    end = pos + frame[pos]
+    if end > n or end == pos:
+        return None
+    group = frame[pos + 1 : end].decode("utf-8")
+    if end >= n or frame[end] >= 0x80 or frame[end] == 0:
+        return None
+    member_end = end + frame[end]
+    if member_end + 4 > n:
+        return None
+    member = frame[end:member_end]
+    tail = _STEADY[version >= 1]
+    if frame[member_end + 4 : member_end + 4 + len(tail)] != tail:
+        return None
+    return group, member[1:].decode("utf-8"), member, _I32.unpack_from(frame, member_end)[0]
+
+
+_STEADY_HEAD = struct.Struct(">iibihb")  # size, correlation id, tags, throttle, error, message
+_STEADY_TAIL = struct.Struct(">iiH")  # member epoch, interval, assignment null + no tags
+
+
+def steady_heartbeat_answer(corr: int, member: bytes, epoch: int, interval_ms: int) -> bytes:
+    """The framed answer to a steady heartbeat (``member``: its compact-string bytes): error
+    NONE, no message, no assignment, throttle time 0."""
+    return b"".join(
+        (
+            _STEADY_HEAD.pack(len(member) + 22, corr, 0, 0, 0, 0),
+            member,
+            _STEADY_TAIL.pack(epoch, interval_ms, 0xFF00),
+        )
+    )

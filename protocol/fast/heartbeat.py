@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 from kgroupd.protocol.fast.common import (
     encode_error_only,
     read_compact_string,
@@ -16,6 +18,17 @@ FLEXIBLE_FROM = 4
 def decode_heartbeat(frame: bytes, pos: int, version: int) -> dict[str, object]:
     """Heartbeat v0-v4: group_id, generation_id, member_id, group_instance_id (v3+, nullable);
     v4 is flexible (compact strings, tagged fields). Nulls where Kafka allows none raise."""
+    group, generation, member, instance = read_heartbeat(frame, pos, version)
+    return {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member,
+        "group_instance_id": instance,
+    }
+
+
+def read_heartbeat(frame: bytes, pos: int, version: int) -> tuple[str, int, str, str | None]:
+    """``decode_heartbeat``'s fields as a tuple (the hot path's)."""
     read = read_compact_string if version >= FLEXIBLE_FROM else read_string
     group, pos = read(frame, pos)
     generation, pos = read_int32(frame, pos)
@@ -32,13 +45,22 @@ def decode_heartbeat(frame: bytes, pos: int, version: int) -> dict[str, object]:
             pos = skip_tagged_fields(frame, pos)
     if pos > len(frame):  # bytes after the body are ignored, as Kafka ignores them
         raise ValueError("the request body runs past the end of the frame")
-    return {
-        "group_id": group,
-        "generation_id": generation,
-        "member_id": member,
-        "group_instance_id": instance,
-    }
+    return group, generation, member, instance
 
 
 def encode_heartbeat_response(error_code: int, version: int) -> bytes:
     return encode_error_only(error_code, version, 1, FLEXIBLE_FROM)
+
+
+_V0 = struct.Struct(">iih")  # size, correlation id, error_code
+_V1 = struct.Struct(">iiih")  # ..., throttle_time_ms, error_code
+_V4 = struct.Struct(">iibihb")  # size, correlation id, header tags, ..., body tags
+
+
+def heartbeat_answer(corr: int, error_code: int, version: int) -> bytes:
+    """The framed answer (size, response header, body) in one pack, throttle time 0."""
+    if version >= FLEXIBLE_FROM:
+        return _V4.pack(12, corr, 0, 0, error_code, 0)
+    if version >= 1:
+        return _V1.pack(10, corr, 0, error_code)
+    return _V0.pack(6, corr, error_code)

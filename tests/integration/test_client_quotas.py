@@ -253,6 +253,32 @@ async def test_request_time_quota_throttles_a_busy_client(server: KafkaServer) -
         assert (await idle.request(3, 12, metadata))["throttle_time_ms"] == 0
 
 
+async def test_request_time_quota_throttles_hand_encoded_answers(server: KafkaServer) -> None:
+    """The hot requests' hand-encoded answers (Heartbeat, OffsetCommit) carry the request
+    quota's throttle time too, not 0 while the connection is muted."""
+    async with await WireClient.connect(server.port, client_id="admin") as admin:
+        await _set(admin, _alter(_entity(client_id="busy-hot"), ("request_percentage", 0.001)))
+    beat = {"group_id": "q-group", "generation_id": 1, "member_id": "m"}
+    commit = {
+        "group_id": "q-group",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [{"name": "q-none", "partitions": [{"partition_index": 0}]}],
+    }
+    async with await WireClient.connect(server.port, client_id="busy-hot") as busy:
+        for api_key, version, body in (
+            (12, 4, beat),
+            (12, 1, beat),
+            (8, 8, commit),
+            (8, 3, commit),
+        ):
+            throttles = [(await busy.request(api_key, version, body))["throttle_time_ms"]]
+            while not throttles[-1] and len(throttles) < 200:
+                throttles.append((await busy.request(api_key, version, body))["throttle_time_ms"])
+            assert 0 < throttles[-1] <= 1000, (api_key, version, throttles)
+            assert _connection(server, "busy-hot").mute.until > 0
+
+
 async def test_partition_mutations_are_throttled(server: KafkaServer) -> None:
     """controller_mutation_rate (KIP-599): CreateTopics v6+ refuses a topic while the
     client's bucket is empty; DeleteTopics v4 (permissive) deletes and throttles."""

@@ -1,0 +1,154 @@
+"""The request path's pieces outside ``KafkaConnection``: the lane of the hot requests, and
+how answers are counted and framed.
+
+The lane (issue 26): a connection with no SASL, no injected error and no request quota
+answers Heartbeat, OffsetCommit and ConsumerGroupHeartbeat through their
+``HandlerEntry.hot`` functions, which read the frame and write the framed answer
+themselves: no header object, no request dict, no ``RequestContext``. Anything unusual (a
+null client id, header tags, a malformed body, ``--fsync always``, a refusal of
+``--authorizer acl``, whose cached decisions the hot functions ask) returns None and takes
+the general path, which answers it as before. What the lane skips is exactly what such a
+connection does not use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kgroupd.broker.handlers.registry import HandlerEntry, Held
+from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
+from kgroupd.broker.security.rules import ACCESS
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast import Chunks
+from kgroupd.protocol.framing import encode_response, response_header
+from kgroupd.protocol.messages import MessageSpec, lookup
+
+if TYPE_CHECKING:
+    from kgroupd.broker.security.acls import Access
+    from kgroupd.broker.state import Broker
+    from kgroupd.broker.stats import BrokerStats
+
+clock = time.perf_counter  # request durations (the metrics)
+UNKNOWN = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+class Lane(Protocol):
+    """What the lane reads and keeps of a connection (``KafkaConnection``)."""
+
+    broker: Broker
+    client_id: str | None
+    log: Any
+    # the last client id's bytes on the lane and the ``client_id`` they gave
+    hot_client: tuple[bytes, str | None]
+    access: Access | None  # --authorizer acl
+
+
+def hot_answer(
+    conn: Lane, entry: HandlerEntry, frame: bytes | bytearray, version: int, corr: int
+) -> bytes | None:
+    """The framed answer of a hot request on the lane, or None: take the general path."""
+    broker = conn.broker
+    if broker.injected or type(frame) is not bytes or broker.throttle.enabled(REQUEST_QUOTA):
+        return None
+    n = len(frame)
+    if n < 10 or frame[8] >= 0x80:  # a null client id: the general path
+        return None
+    end = 10 + (frame[8] << 8 | frame[9])
+    if end > n:
+        return None
+    raw = frame[10:end]
+    known = conn.hot_client
+    if raw != known[0] or conn.client_id is not known[1]:
+        try:
+            client_id = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if client_id != conn.client_id:
+            conn.client_id = client_id
+            conn.log = conn.log.bind(client_id=client_id)
+        conn.hot_client = (raw, conn.client_id)
+    if version >= entry.flexible_from:  # request header v2: its tags, none in practice
+        if end < n and frame[end] == 0:
+            end += 1
+        else:
+            return None
+    hot = entry.hot
+    assert hot is not None
+    started = clock()
+    try:
+        answer = hot(broker, frame, end, version, corr, conn.access)
+    except Exception:
+        conn.log.exception("handler_failed", api_key=entry.api_key, api_version=version)
+        if broker.stats is not None:
+            broker.stats.request(entry.api_key, version, UNKNOWN, clock() - started)
+        spec = lookup(entry.api_key, version)
+        assert spec is not None
+        return encode_response(
+            corr, spec.encode_error(ErrorCode.UNKNOWN_SERVER_ERROR), spec.response_header_v1
+        )
+    if answer is None:
+        return None
+    stats = broker.stats
+    if stats is not None:
+        stats.request(entry.api_key, version, answer[1], clock() - started)
+    return answer[0]
+
+
+def count_reply(
+    stats: BrokerStats, api_key: int, version: int, reply: Any, error: int, started: float
+) -> Any:
+    """Count an answered request (its top-level error code and time); an answer still to
+    come is counted when it comes."""
+    kind = type(reply)
+    if kind is dict:
+        error = error or reply.get("error_code") or 0
+    elif kind is Held:
+        if type(reply.reply) is dict:
+            error = error or reply.reply.get("error_code") or 0
+    elif reply is not None and kind is not bytes and not isinstance(reply, Chunks):
+        return _counted(stats, api_key, version, reply, started)
+    stats.request(api_key, version, error, clock() - started)
+    return reply
+
+
+async def _counted(
+    stats: BrokerStats, api_key: int, version: int, waiting: Awaitable[Any], started: float
+) -> Any:
+    try:
+        reply = await waiting
+    except Exception:
+        stats.request(api_key, version, UNKNOWN, clock() - started)
+        raise
+    error = reply.get("error_code") or 0 if type(reply) is dict else 0
+    stats.request(api_key, version, error, clock() - started)
+    return reply
+
+
+def gate(access: Access, api_key: int, request: Any) -> ErrorCode | None:
+    """The whole-request check of ``rules.ACCESS``; an API missing there is refused."""
+    entry = ACCESS.get(api_key)
+    if entry is None:
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if entry.gate is None:
+        return None
+    return entry.gate(access, request)
+
+
+class HeldAnswer:
+    __slots__ = ("framed", "until")
+
+    def __init__(self, until: asyncio.Future[None], framed: list[bytes | memoryview]) -> None:
+        self.until = until
+        self.framed = framed
+
+
+def framed_chunks(corr: int, body: Chunks, spec: MessageSpec) -> Chunks:
+    size = 0
+    for chunk in body:
+        size += len(chunk)
+    framed = Chunks([response_header(corr, size, spec.response_header_v1)])
+    framed.extend(body)
+    return framed

@@ -1,0 +1,215 @@
+"""The lane of the hot requests (``kgroupd.broker.net.hot``) answers exactly as the general path.
+
+A request whose header has a client id goes down the lane (Heartbeat, OffsetCommit, a steady
+ConsumerGroupHeartbeat); the same request with a null client id takes the general path (the
+decoder into a dict, the handler with its context). Every version is sent both ways to a real
+broker over a socket and the two answers must be byte-equal, for answers of every kind: NONE
+from a Stable group, errors, refused partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.net.server import KafkaServer
+from kgroupd.broker.testing import running_server
+from kgroupd.protocol.messages import lookup
+
+TOPIC = "lane-topic"
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[KafkaServer]:
+    async with running_server(
+        log_level="warning", initial_rebalance_delay_ms=0, create_topics=(TopicSpec(TOPIC, 4),)
+    ) as srv:
+        yield srv
+
+
+class Wire:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer, self.corr = reader, writer, 0
+
+    async def raw(self, api_key: int, version: int, client: str | None, **fields: Any) -> bytes:
+        """The answer's body after its header, for a request with this client id."""
+        spec = lookup(api_key, version)
+        assert spec is not None
+        self.corr += 1
+        cid = b"\xff\xff" if client is None else struct.pack(">h", len(client)) + client.encode()
+        header = struct.pack(">hhi", api_key, version, self.corr) + cid
+        if spec.flexible:
+            header += b"\x00"
+        payload = header + spec.encode_request(fields)
+        self.writer.write(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), 10))[0]
+        data = await asyncio.wait_for(self.reader.readexactly(size), 10)
+        assert struct.unpack(">i", data[:4])[0] == self.corr
+        return data[5:] if spec.response_header_v1 else data[4:]
+
+    async def both(self, api_key: int, version: int, **fields: Any) -> dict[str, Any]:
+        """The request down the lane and down the general path: equal answers, decoded."""
+        lane = await self.raw(api_key, version, "lane", **fields)
+        general = await self.raw(api_key, version, None, **fields)
+        assert lane == general, (api_key, version, lane, general)
+        spec = lookup(api_key, version)
+        assert spec is not None
+        return spec.decode_response(lane)
+
+
+@pytest_asyncio.fixture
+async def wire(server: KafkaServer) -> AsyncIterator[Wire]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    yield Wire(reader, writer)
+    writer.close()
+
+
+async def _classic_member(wire: Wire, group: str) -> tuple[str, int]:
+    sub = struct.pack(">hih", 0, 1, len(TOPIC)) + TOPIC.encode() + struct.pack(">i", -1)
+    join = {
+        "group_id": group,
+        "session_timeout_ms": 30000,
+        "rebalance_timeout_ms": 30000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": sub}],
+    }
+    spec = lookup(11, 1)
+    assert spec is not None
+    joined = spec.decode_response(await wire.raw(11, 1, "setup", **join))
+    assert joined["error_code"] == 0
+    member, generation = joined["member_id"], joined["generation_id"]
+    spec = lookup(14, 0)
+    assert spec is not None
+    sync = {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member,
+        "assignments": [{"member_id": member, "assignment": b""}],
+    }
+    assert spec.decode_response(await wire.raw(14, 0, "setup", **sync))["error_code"] == 0
+    return member, generation
+
+
+@pytest.mark.asyncio
+async def test_heartbeat_every_version(wire: Wire) -> None:
+    member, generation = await _classic_member(wire, "lane-hb")
+    for version in range(5):
+        ok = {"group_id": "lane-hb", "generation_id": generation, "member_id": member}
+        assert (await wire.both(12, version, **ok))["error_code"] == 0
+        stale = {**ok, "generation_id": generation + 1}
+        assert (await wire.both(12, version, **stale))["error_code"] == 22  # ILLEGAL_GENERATION
+        unknown = {**ok, "member_id": "nobody"}
+        assert (await wire.both(12, version, **unknown))["error_code"] == 25
+        nogroup = {**ok, "group_id": "lane-none"}
+        assert (await wire.both(12, version, **nogroup))["error_code"] == 25
+
+
+@pytest.mark.asyncio
+async def test_offset_commit_every_version(server: KafkaServer, wire: Wire) -> None:
+    topic_id = server.broker.topics.topics[TOPIC].topic_id
+    for version in range(11):
+        parts = [
+            {"partition_index": p, "committed_offset": 10 * version + p, "committed_metadata": "m"}
+            for p in (0, 3, 9)  # 9: beyond the topic's partitions
+        ]
+        topics = [
+            {"name": TOPIC, "topic_id": topic_id, "partitions": parts},
+            {"name": "lane-missing", "topic_id": uuid.uuid4(), "partitions": parts[:1]},
+        ]
+        body = {
+            "group_id": f"lane-commit-{version}",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": topics,
+        }
+        answer = await wire.both(8, version, **body)
+        codes = [[p["error_code"] for p in t["partitions"]] for t in answer["topics"]]
+        assert codes[0] == [0, 0, 3], (version, answer)
+        assert codes[1] == [100 if version >= 10 else 3], (version, answer)
+        stored = server.broker.coordinator.shard_for(f"lane-commit-{version}").offsets
+        assert stored[f"lane-commit-{version}"][TOPIC][3].offset == 10 * version + 3
+
+
+@pytest.mark.asyncio
+async def test_steady_consumer_group_heartbeat(server: KafkaServer, wire: Wire) -> None:
+    topic_id = server.broker.topics.topics[TOPIC].topic_id
+    for version in (0, 1):
+        group = f"lane-cg-{version}"
+        spec = lookup(68, version)
+        assert spec is not None
+        join = {
+            "group_id": group,
+            "member_id": str(uuid.uuid4()) if version else "",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": 30000,
+            "subscribed_topic_names": [TOPIC],
+            "topic_partitions": [],
+        }
+        got = spec.decode_response(await wire.raw(68, version, "setup", **join))
+        assert got["error_code"] == 0, got
+        member, epoch = got["member_id"], got["member_epoch"]
+        owned = [{"topic_id": topic_id, "partitions": [0, 1, 2, 3]}]
+        ack = {"group_id": group, "member_id": member, "member_epoch": epoch}
+        got = spec.decode_response(
+            await wire.raw(68, version, "setup", **ack, topic_partitions=owned)
+        )
+        assert got["error_code"] == 0, got
+        steady = {"group_id": group, "member_id": member, "member_epoch": got["member_epoch"]}
+        answer = await wire.both(68, version, **steady)
+        assert answer["error_code"] == 0 and answer["assignment"] is None, answer
+        fenced = {**steady, "member_epoch": steady["member_epoch"] + 5}
+        assert (await wire.both(68, version, **fenced))["error_code"] == 110  # FENCED_MEMBER_EPOCH
+        assert (await wire.both(68, version, **steady))["error_code"] == 0
+
+
+@pytest.mark.asyncio
+async def test_the_lane_asks_the_authorizer() -> None:
+    """Under ``--authorizer acl`` the lane serves what the ACLs allow, answering as the
+    general path does, and a group its principal may not read is refused as there."""
+    async with running_server(
+        log_level="warning",
+        initial_rebalance_delay_ms=0,
+        create_topics=(TopicSpec(TOPIC, 4),),
+        authorizer="acl",
+        allow_everyone_if_no_acl_found=True,
+    ) as srv:
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        wire = Wire(reader, writer)
+        deny = {  # DENY READ on the group "lane-denied" to everyone (ANONYMOUS here)
+            "resource_type": 3,
+            "resource_name": "lane-denied",
+            "resource_pattern_type": 3,
+            "principal": "User:*",
+            "host": "*",
+            "operation": 3,
+            "permission_type": 2,
+        }
+        spec = lookup(30, 1)
+        assert spec is not None
+        created = spec.decode_response(await wire.raw(30, 1, "setup", creations=[deny]))
+        assert created["results"][0]["error_code"] == 0, created
+        member, generation = await _classic_member(wire, "lane-acl")
+        ok = {"group_id": "lane-acl", "generation_id": generation, "member_id": member}
+        for version in range(5):
+            assert (await wire.both(12, version, **ok))["error_code"] == 0
+            denied = {**ok, "group_id": "lane-denied"}
+            assert (await wire.both(12, version, **denied))["error_code"] == 30
+        parts = [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]
+        for group, code in (("lane-acl-commit", 0), ("lane-denied", 30)):
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [{"name": TOPIC, "partitions": parts}],
+            }
+            answer = await wire.both(8, 2, **body)
+            assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
+        writer.close()
