@@ -65,7 +65,10 @@ async def test_java_consumer_protocol_group(
             versions.setdefault(ctx.api_key, set()).add(ctx.api_version)
             return _fn(ctx, req)
 
-        monkeypatch.setitem(HANDLERS, key, dataclasses.replace(entry, fn=tap))
+        # hot=None: the lane (broker/net/hot.py) answers Heartbeat/OffsetCommit without the
+        # handler, so the tap would not see them; tests/integration/test_hot_lane.py checks
+        # the lane answers byte for byte as this path does
+        monkeypatch.setitem(HANDLERS, key, dataclasses.replace(entry, fn=tap, hot=None))
     command = java_client.command(
         MAIN_CLASS, f"127.0.0.1:{server.port}", "jcp", "jcp-group", str(RECORDS)
     )

@@ -113,7 +113,10 @@ def group_requests(monkeypatch: pytest.MonkeyPatch) -> list[Seen]:
             seen.append(Seen(ctx.client_id, ctx.api_key, ctx.api_version, req))
             return _fn(ctx, req)
 
-        monkeypatch.setitem(HANDLERS, key, dataclasses.replace(entry, fn=tap))
+        # hot=None: the lane (broker/net/hot.py) answers Heartbeat/OffsetCommit without the
+        # handler, so the tap would not see them; tests/integration/test_hot_lane.py checks
+        # the lane answers byte for byte as this path does
+        monkeypatch.setitem(HANDLERS, key, dataclasses.replace(entry, fn=tap, hot=None))
     return seen
 
 
