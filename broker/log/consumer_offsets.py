@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Hashable
+from operator import itemgetter
 from typing import Any
 
 import structlog
@@ -80,6 +81,7 @@ RETRY_RECORDS = 10_000  # records between attempts to reserve after a failed wri
 # take the offsets from the Raw's on, one per entry, and are only spelled out when read.
 Raw = tuple[int, Hashable, Any, int]
 COMMITS: Hashable = object()
+_first = itemgetter(0)
 # An encoded record: (offset, identity, key bytes, value bytes or None, timestamp)
 Entry = tuple[int, Hashable, bytes, bytes | None, int]
 
@@ -211,7 +213,7 @@ class OffsetsTopic:
         part = self._parts[shard]
         offset = part.next
         key = (group_id, topic)
-        named = [e[0] for e in entries]
+        named = list(map(_first, entries))
         commits = part.commits
         old = commits.get(key)
         commits[key] = ((offset, COMMITS, (group_id, topic, entries, expire_ms), commit_ms), named)
