@@ -141,7 +141,9 @@ class GroupCoordinator:
 
     # --- offsets ---------------------------------------------------------------------------
     def commit_offsets(self, cmd: OffsetCommit) -> OffsetCommitResult:
-        return self.shard_for(cmd.group_id).commit_offsets(cmd)
+        # shard_for inlined (the commit path is hot)
+        shard = self.shards[partition_for(cmd.group_id, self.config.offsets_partitions)]
+        return shard.commit_offsets(cmd)
 
     def fetch_offsets(self, cmd: OffsetFetch) -> OffsetFetchResult:
         return self.shard_for(cmd.group_id).fetch_offsets(cmd)

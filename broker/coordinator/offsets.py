@@ -46,6 +46,11 @@ _new_offset: Callable[[tuple[int, int, str, int, int | None]], OffsetAndMetadata
 )
 
 
+_commit_result: Callable[[tuple[object, ...]], OffsetCommitResult] = functools.partial(
+    tuple.__new__, OffsetCommitResult
+)
+
+
 def _applied(
     partitions: Sequence[CommitPartitionLike], answers: Sequence[tuple[int, ErrorCode]]
 ) -> CommitEntries:
@@ -150,7 +155,7 @@ class OffsetOps(ShardCore):
             topics.append((name, tuple(parts)))
             self.offsets_committed += len(parts)
         self.events.offsets_committed(group_id, self.offsets_committed - counted)
-        return OffsetCommitResult(tuple(topics))
+        return _commit_result((tuple(topics),))
 
     @staticmethod
     def _validate_commit(group: ClassicGroup, cmd: OffsetCommit) -> ErrorCode:

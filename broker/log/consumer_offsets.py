@@ -28,8 +28,10 @@ it starts at the reserved bound, above every offset handed out.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Hashable
+from operator import itemgetter
 from typing import Any
 
 import structlog
@@ -79,6 +81,7 @@ RETRY_RECORDS = 10_000  # records between attempts to reserve after a failed wri
 # take the offsets from the Raw's on, one per entry, and are only spelled out when read.
 Raw = tuple[int, Hashable, Any, int]
 COMMITS: Hashable = object()
+_first = itemgetter(0)
 # An encoded record: (offset, identity, key bytes, value bytes or None, timestamp)
 Entry = tuple[int, Hashable, bytes, bytes | None, int]
 
@@ -93,6 +96,9 @@ class _Partition:
         self.log = log
         self.next = start  # the next offset handed out
         self.raw: list[Raw] = []  # handed out, not yet encoded (nobody read them yet)
+        # (group, topic) -> its newest commit's Raw, not yet encoded, and the partitions it
+        # names: a newer commit naming them all replaces it at once (no fold to wait for)
+        self.commits: dict[tuple[str, str], tuple[Raw, list[int]]] = {}
         self.folded = 0  # len(raw) after its last ``_fold``
         self.entries: list[Entry] = []  # offset order; what the batches hold
         self.latest: dict[Hashable, int] = {}  # identity -> offset of its latest record
@@ -205,15 +211,22 @@ class OffsetsTopic:
         if not self.created:
             self.create()
         part = self._parts[shard]
-        raw = part.raw
         offset = part.next
-        raw.append((offset, COMMITS, (group_id, topic, entries, expire_ms), commit_ms))
+        key = (group_id, topic)
+        named = list(map(_first, entries))
+        commits = part.commits
+        old = commits.get(key)
+        commits[key] = ((offset, COMMITS, (group_id, topic, entries, expire_ms), commit_ms), named)
+        if old is not None and old[1] != named and not set(old[1]) <= set(named):
+            # the older commit still names partitions this one does not: it stays
+            raw = part.raw
+            raw.append(old[0])
+            if len(raw) > 2 * part.folded + COMPACT_SLACK:
+                _fold(part)
         offset += len(entries)
         part.next = offset
         if offset > self._reserved[shard]:
             self._reserve(shard, offset)
-        if len(raw) > 2 * part.folded + COMPACT_SLACK:
-            _fold(part)
         if part.log.waiters:
             part.log._wake()
 
@@ -241,9 +254,13 @@ class OffsetsTopic:
         if not self.created or not 0 <= index < self.count:
             return
         part = self._parts[index]
-        if not part.raw:
+        if not part.raw and not part.commits:
             return
-        raw, part.raw = _spelled_out(part.raw, part.latest), []
+        # in offset order (a commit goes to ``raw`` when superseded, after younger records;
+        # offsets are unique, so tuples compare by offset alone)
+        pending = sorted(part.raw + [c[0] for c in part.commits.values()])
+        part.commits = {}
+        raw, part.raw = _spelled_out(pending, part.latest), []
         part.folded = 0
         latest = part.latest
         entries: list[Entry] = []
@@ -354,6 +371,8 @@ class _TeeSink:
         self.shard = shard
         self.inner = inner
         self.inner_commits = inner.offset_commits if isinstance(inner, BatchRecordSink) else None
+        if inner is None:  # in memory: a commit goes straight to the view (one call less)
+            self.offset_commits = functools.partial(topic.add_commits, shard)  # type: ignore[method-assign]
 
     def __call__(self, record: Record, /) -> None:
         if self.inner is not None:

@@ -138,7 +138,13 @@ def _decode(frame: bytes, pos: int, version: int) -> dict[str, object]:
         if 0 < nparts <= _MANY_CACHED and end <= n:  # the usual commit: no metadata
             values = _many(part, nparts).unpack_from(frame, pos)
             k = len(values) // nparts
-            meta = _same_metadata(values[k - 1 :: k], nparts, 0, -1)
+            lengths = values[k - 1 :: k]  # _same_metadata inlined (the commit path is hot)
+            if lengths.count(0) == nparts:
+                meta: Any = ""
+            elif lengths.count(-1) == nparts:
+                meta = None
+            else:
+                meta = _MIXED
             if meta is not _MIXED:
                 epochs = values[2::k] if v6 else repeat(-1, nparts)
                 topics.append((name, list(zip(values[::k], values[1::k], epochs, repeat(meta)))))

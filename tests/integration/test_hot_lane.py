@@ -139,6 +139,35 @@ async def test_offset_commit_every_version(server: KafkaServer, wire: Wire) -> N
 
 
 @pytest.mark.asyncio
+async def test_repeated_all_clear_commits_answer_what_they_asked(wire: Wire) -> None:
+    """The encoded answer of an all-clear commit is reused for the same answer: each commit
+    still gets its own partitions, version and errors back."""
+    for version in (2, 8, 2, 9):
+        for asked, generation in (([0, 1], -1), ([0, 1], -1), ([1, 2, 0], -1), ([0, 1], 5)):
+            body = {
+                "group_id": f"lane-again-{version}",
+                "generation_id_or_member_epoch": generation,
+                "member_id": "",
+                "topics": [
+                    {
+                        "name": TOPIC,
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": p, "committed_metadata": ""}
+                            for p in asked
+                        ],
+                    }
+                ],
+            }
+            answer = await wire.both(8, version, **body)
+            got = [
+                (p["partition_index"], p["error_code"]) for p in answer["topics"][0]["partitions"]
+            ]
+            # a generation for the simple group the first commit made: UNKNOWN_MEMBER_ID
+            error = 0 if generation < 0 else 25
+            assert got == [(p, error) for p in asked], (version, asked, answer)
+
+
+@pytest.mark.asyncio
 async def test_steady_consumer_group_heartbeat(server: KafkaServer, wire: Wire) -> None:
     topic_id = server.broker.topics.topics[TOPIC].topic_id
     for version in (0, 1):
