@@ -11,9 +11,10 @@ the APIs a real cluster routes:
   current leader where the version has the field, KIP-951); a current leader epoch below the
   partition's is FENCED_LEADER_EPOCH, above it UNKNOWN_LEADER_EPOCH. A Fetch answers the
   partitions it may serve with no records this time (their offsets as they are), the others
-  with their error; ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers
-  send the partitions it may serve on to the handler and add the others' errors to its answer
-  (``Amend``); a Produce naming another leader's partition is refused whole. A request that
+  with their error; Produce, ListOffsets, OffsetForLeaderEpoch, DeleteRecords and
+  DescribeProducers send the partitions it may serve on to the handler and add the others'
+  errors to its answer (``Amend``; a Produce's with their leader and its ``node_endpoints``;
+  with acks=0 the partitions it leads are appended and nothing is answered). A request that
   passes goes on as usual; where it names a leader epoch the handlers (which know only epoch
   0) see none.
 - to a group's coordinator (the classic, KIP-848 and share group APIs, offsets,
@@ -358,7 +359,7 @@ _REFUSED: dict[int, Fields] = {
     61: {"error_message": None, "active_producers": []},
 }
 # answered per partition: the partitions this node may serve go on to the handler
-_SPLIT = frozenset((2, 21, 23, 61))
+_SPLIT = frozenset((0, 2, 21, 23, 61))
 
 Refusal = tuple[ErrorCode, int, int]  # the error, the current leader, its epoch
 
@@ -402,10 +403,10 @@ def _partitions(conn: NodeConnection, spec: MessageSpec, req: Fields) -> bytes |
                     p["current_leader_epoch"] = -1
     if not errors:
         return PASS_REWRITTEN if epochs else None
-    if api_key == 0 and req.get("acks") == 0:
-        return _UNANSWERED
     if api_key in _SPLIT and len(errors) < sum(len(t[r_parts]) for t in req[r_topics]):
         return _split(conn, spec, req, errors, names)
+    if api_key == 0 and req.get("acks") == 0:
+        return _UNANSWERED
     leaders: set[int] = set()
     out = []
     for ti, t in enumerate(req[r_topics]):
@@ -450,8 +451,10 @@ def _split(
     """The partitions this node may serve go on to the handler; the others are added to its
     answer with their errors (as a Kafka broker answers each partition of these requests)."""
     api_key = spec.api_key
-    (r_topics, _name, r_parts, r_index), (a_topics, a_name, a_parts, a_index) = _LAYOUT[api_key]
-    refused: list[tuple[str | None, Fields]] = []
+    (r_topics, r_name, r_parts, r_index), (a_topics, a_name, a_parts, a_index) = _LAYOUT[api_key]
+    # a topic's key in the answer: its name, or its id where the request names it by id
+    refused: list[tuple[Any, str | None, Any, Fields]] = []
+    leaders: set[int] = set()
     kept = []
     for ti, t in enumerate(req[r_topics]):
         mine = []
@@ -460,23 +463,38 @@ def _split(
             found = errors.get((ti, index))
             if found is None:
                 mine.append(p)
-            else:
-                entry = {a_index: index, "error_code": int(found[0]), **_REFUSED[api_key]}
-                refused.append((names[ti], entry))
+                continue
+            code, leader, epoch = found
+            entry = {a_index: index, "error_code": int(code), **_REFUSED[api_key]}
+            if api_key == 0 and code is NOT_LEADER and leader >= 0:  # KIP-951
+                entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+                leaders.add(leader)
+            name = t.get(r_name) or None
+            key = name if name is not None else t.get("topic_id")
+            refused.append((key, names[ti], t.get("topic_id"), entry))
         if mine:
             t[r_parts] = mine
             kept.append(t)
     req[r_topics] = kept
+    endpoints = [
+        {"node_id": n, "host": h, "port": port, "rack": None}
+        for n, h, port in conn.nodes.brokers(conn.advertised)
+        if n in leaders
+    ]
 
     def fix(body: Fields) -> None:
         out = body.setdefault(a_topics, [])
-        by_name = {t[a_name]: t for t in out}
-        for name, entry in refused:
-            topic = by_name.get(name)
+        by_key = {(t.get(a_name) or t.get("topic_id")): t for t in out}
+        for key, name, tid, entry in refused:
+            topic = by_key.get(key)
             if topic is None:
-                topic = by_name[name] = {a_name: name, a_parts: []}
+                topic = by_key[key] = {a_name: name, "topic_id": tid, a_parts: []}
                 out.append(topic)
             topic[a_parts].append(entry)
+        if endpoints:
+            listed = body.get("node_endpoints") or []
+            have = {e["node_id"] for e in listed}
+            body["node_endpoints"] = listed + [e for e in endpoints if e["node_id"] not in have]
 
     return Amend(fix)
 
