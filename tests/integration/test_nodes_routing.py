@@ -3,8 +3,9 @@ Kafka routes them (ShareGroupHeartbeat/Describe to the group's coordinator; Find
 a share-state key naming its ``__share_group_state`` partition's leader; ShareFetch and
 ShareAcknowledge serving the partitions the node leads, the others NOT_LEADER_OR_FOLLOWER with
 their leader; one share session per node and member); ListOffsets, OffsetForLeaderEpoch,
-DeleteRecords and DescribeProducers answered per partition; a long-poll Fetch and a parked
-JoinGroup answered at once when leadership moves away from their node."""
+DeleteRecords and DescribeProducers answered per partition; a long-poll Fetch, a parked
+JoinGroup and a parked SyncGroup answered at once when leadership moves away from their
+node."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ TOPIC, PARTITIONS, GROUP = "routed", 6, "routed-share"
 FIND_COORDINATOR, JOIN_GROUP, FETCH, LIST_OFFSETS, DELETE_RECORDS = 10, 11, 1, 2, 21
 OFFSET_FOR_LEADER_EPOCH, DESCRIBE_PRODUCERS = 23, 61
 SHARE_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 77, 78, 79
+SYNC_GROUP, DESCRIBE_GROUPS = 14, 15
 NOT_LEADER, NOT_COORDINATOR = ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR
 LONG_WAIT_MS = 600_000  # far longer than a test runs: only the move answers it
 
@@ -313,6 +315,64 @@ async def test_parked_requests_are_answered_when_leadership_moves_away(
     assert partition["error_code"] == NOT_LEADER
     assert partition["current_leader"] == {"leader_id": 2, "leader_epoch": 2}
     assert joined["error_code"] == NOT_COORDINATOR
+
+
+def join_body(group: str, instance: str, member: str = "") -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "session_timeout_ms": 30000,
+        "rebalance_timeout_ms": 60000,
+        "member_id": member,
+        "group_instance_id": instance,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
+
+
+async def test_a_parked_sync_group_is_answered_when_its_group_moves_away() -> None:
+    """Node 2 down: its groups are coordinated by node 3. Two members join there; the
+    follower's SyncGroup waits for the leader's. Node 2 comes back and takes the group over:
+    the waiting SyncGroup is answered at once, NOT_COORDINATOR."""
+    async with running_server(
+        log_level="warning", nodes=3, node_id=1, initial_rebalance_delay_ms=0
+    ) as srv:
+        nodes = srv.broker.nodes
+        assert nodes is not None
+        by_node = ports(srv)
+        group = next(g for g in (f"sync-{n}" for n in range(100)) if coordinator(srv, g) == 2)
+        nodes.set_down(2)
+        assert nodes.coordinator(0, group) == 3
+        async with (
+            await WireClient.connect(by_node[3]) as a,
+            await WireClient.connect(by_node[3]) as b,
+        ):
+            first = await a.request(JOIN_GROUP, 5, join_body(group, "a"))
+            assert first["error_code"] == 0
+            b_join = asyncio.ensure_future(b.request(JOIN_GROUP, 5, join_body(group, "b")))
+            while True:  # until b's join has started the rebalance
+                described = await a.request(
+                    DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False}
+                )
+                if described["groups"][0]["group_state"] == "PreparingRebalance":
+                    break
+                await asyncio.sleep(0.02)
+            a_join = await a.request(JOIN_GROUP, 5, join_body(group, "a", first["member_id"]))
+            b_joined = await asyncio.wait_for(b_join, 60)
+            assert (a_join["error_code"], b_joined["error_code"]) == (0, 0)
+            assert a_join["leader"] == a_join["member_id"]  # b is the follower
+            sync = {
+                "group_id": group,
+                "generation_id": b_joined["generation_id"],
+                "member_id": b_joined["member_id"],
+                "group_instance_id": "b",
+                "assignments": [],
+            }
+            synced = asyncio.ensure_future(b.request(SYNC_GROUP, 3, sync))
+            await asyncio.sleep(0.2)
+            assert not synced.done()  # parked: waiting for the leader's SyncGroup
+            nodes.set_up(2)
+            answer = await asyncio.wait_for(synced, 60)
+    assert answer["error_code"] == NOT_COORDINATOR
 
 
 async def test_a_share_session_on_a_live_node_gives_up_what_moves_away(
