@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from kgroupd.broker.coordinator.share.commands import ShareGroupHeartbeat
@@ -151,7 +151,9 @@ def handle_share_acknowledge(ctx: RequestContext, req: Fields) -> Reply:
     reply = {
         "error_code": 0,
         "acquisition_lock_timeout_ms": ctx.broker.share.lock_duration_ms(session.group_id),
-        "responses": _group({k: {"error_code": int(c), **_leader(ctx)} for k, c in acks.items()}),
+        "responses": _group(
+            {k: {"error_code": int(c), **_leader(ctx, k)} for k, c in acks.items()}
+        ),
     }
     # the acknowledgements are on disk before the answer (--fsync always)
     return when_durable(ctx.broker.share_synced() if acks else None, reply)
@@ -268,8 +270,34 @@ async def _wait(
                     del share.waiters[key]
 
 
-def _leader(ctx: RequestContext) -> Fields:
-    return {"current_leader": {"leader_id": ctx.broker.node_id, "leader_epoch": 0}}
+def _leader(ctx: RequestContext, key: tuple[uuid.UUID, int]) -> Fields:
+    """A served partition's current leader: the node answering, at the partition's leader
+    epoch (with simulated nodes, ``--nodes N``, the connection's node and the epoch the
+    leadership moves gave it; else this broker at epoch 0)."""
+    nodes = ctx.broker.nodes
+    if nodes is None:
+        return {"current_leader": {"leader_id": ctx.broker.node_id, "leader_epoch": 0}}
+    leader, epochs = _node_leader(ctx, (key,))
+    return {"current_leader": {"leader_id": leader, "leader_epoch": epochs.get(key, 0)}}
+
+
+def _node_leader(
+    ctx: RequestContext, keys: Iterable[tuple[uuid.UUID, int]]
+) -> tuple[int, dict[tuple[uuid.UUID, int], int]]:
+    """With simulated nodes: the node this connection is to, and the leader epoch of each
+    partition of ``keys`` (those not at epoch 0)."""
+    broker = ctx.broker
+    nodes = broker.nodes
+    assert nodes is not None
+    node = nodes.at.get(ctx.advertised, ("", broker.node_id))[1]
+    epochs = {}
+    for key in keys:
+        topic = broker.topics.by_id(key[0])
+        if topic is not None:
+            epoch = nodes.epoch(topic.name, key[1])
+            if epoch:
+                epochs[key] = epoch
+    return node, epochs
 
 
 def _durable(synced: asyncio.Future[None] | None, reply: Chunks) -> Chunks | Reply:
@@ -297,13 +325,17 @@ def _fetch_response(
                 [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired],
             )
         )
+    leader, epochs = ctx.broker.node_id, None
+    if ctx.broker.nodes is not None:
+        leader, epochs = _node_leader(ctx, {*acks, *fetched, *errors})
     return encode_share_fetch_response(
         0,
         None,
         ctx.broker.share.lock_duration_ms(session.group_id),
         list(by_topic.items()),
-        ctx.broker.node_id,
+        leader,
         0,
+        epochs=epochs,
     )
 
 

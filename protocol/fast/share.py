@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kgroupd.protocol.fast.common import (
     Chunks,
@@ -55,8 +55,10 @@ def encode_share_fetch_response(
     leader_id: int,
     leader_epoch: int,
     throttle_ms: int = 0,
+    epochs: Mapping[tuple[uuid.UUID, int], int] | None = None,
 ) -> Chunks:
-    """ShareFetch response v1-v2 (both have the same fields)."""
+    """ShareFetch response v1-v2 (both have the same fields). Every partition's current
+    leader is ``leader_id`` with ``leader_epoch``, or its epoch in ``epochs`` if named there."""
     out = Chunks()
     out.append(
         _TOP.pack(throttle_ms, error_code)
@@ -70,9 +72,9 @@ def encode_share_fetch_response(
             size = 0
             for b in batches:
                 size += len(b)
+            epoch = leader_epoch if epochs is None else epochs.get((topic_id, index), leader_epoch)
             out.append(
-                _PART.pack(index, error, 0, ack_error, 0, leader_id, leader_epoch, 0)
-                + _uvarint(size + 1)
+                _PART.pack(index, error, 0, ack_error, 0, leader_id, epoch, 0) + _uvarint(size + 1)
             )
             out.extend(batches)
             out.append(

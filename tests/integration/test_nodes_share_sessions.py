@@ -22,6 +22,7 @@ from tests.integration.test_nodes_routing import (
     LONG_WAIT_MS,
     NOT_LEADER,
     PARTITIONS,
+    SHARE_ACKNOWLEDGE,
     SHARE_FETCH,
     TOPIC,
     by_partition,
@@ -33,7 +34,7 @@ from tests.integration.test_nodes_routing import (
     topic_id,
 )
 from tests.support.kafka_wire import WireClient, build_batch, produce_request
-from tests.support.share_wire import heartbeat, set_group_config
+from tests.support.share_wire import ACCEPT, ack, heartbeat, set_group_config
 
 SHARE_SESSION_LIMIT_REACHED = ErrorCode.SHARE_SESSION_LIMIT_REACHED
 
@@ -76,6 +77,31 @@ async def test_a_long_poll_share_fetch_still_answers_the_partitions_led_elsewher
     assert got[1]["error_code"] == NOT_LEADER
     assert got[1]["current_leader"] == {"leader_id": 2, "leader_epoch": 0}
     assert [e["node_id"] for e in answer["node_endpoints"]] == [2]
+
+
+async def test_a_served_partition_names_its_node_and_leader_epoch(server: KafkaServer) -> None:
+    """Node 2 down: node 3 leads partitions 1 and 2, partition 1 at leader epoch 1 (it moved),
+    partition 2 at 0 (it did not). A ShareFetch and a ShareAcknowledge served by node 3 give
+    each partition's current leader as node 3 at that epoch (not the process's own node id)."""
+    nodes = server.broker.nodes
+    assert nodes is not None
+    await produce_everywhere(server)
+    nodes.set_down(2)
+    by_node, tid, member = ports(server), topic_id(server), uuid.uuid4().hex[:22]
+    async with await WireClient.connect(by_node[3]) as three:
+        fetched = by_partition(
+            await three.request(SHARE_FETCH, 1, share_body(member, 0, tid, {1: [], 2: []}))
+        )
+        acks = {1: [ack(0, 0, ACCEPT)], 2: [ack(0, 0, ACCEPT)]}
+        acked = by_partition(
+            await three.request(SHARE_ACKNOWLEDGE, 1, share_body(member, 1, tid, acks))
+        )
+    expected = {1: {"leader_id": 3, "leader_epoch": 1}, 2: {"leader_id": 3, "leader_epoch": 0}}
+    assert {p: e["current_leader"] for p, e in fetched.items()} == expected
+    assert [delivered(fetched[p]) for p in (1, 2)] == [[(0, 1)], [(0, 1)]]
+    assert {p: (e["error_code"], e["current_leader"]) for p, e in acked.items()} == {
+        p: (0, leader) for p, leader in expected.items()
+    }
 
 
 async def test_a_parked_share_fetch_refused_when_leadership_moves_names_the_others_too(
