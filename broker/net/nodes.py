@@ -14,7 +14,8 @@ the APIs a real cluster routes:
   with their error; Produce, ListOffsets, OffsetForLeaderEpoch, DeleteRecords and
   DescribeProducers send the partitions it may serve on to the handler and add the others'
   errors to its answer (``Amend``; a Produce's with their leader and its ``node_endpoints``;
-  with acks=0 the partitions it leads are appended and nothing is answered). A request that
+  with acks=0 the partitions it leads are appended, nothing is answered and the connection
+  closes, as Kafka closes it so that the producer refreshes its metadata). A request that
   passes goes on as usual; where it names a leader epoch the handlers (which know only epoch
   0) see none.
 - to a group's coordinator (the classic, KIP-848 and share group APIs, offsets,
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from kgroupd.broker.net.connection import ConnectionHost, KafkaConnection
+from kgroupd.broker.net.connection import ConnectionHost, KafkaConnection, _Close
 from kgroupd.broker.net.node_routing import PASS_REWRITTEN, Amend, share_check, share_parked
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast.common import Chunks
@@ -125,10 +126,12 @@ class NodeConnection(KafkaConnection):
                 elif answer is not None:
                     self.log.info("node_refused", api_key=api_key, node=self.node_id)
                     if answer is _UNANSWERED:
-                        return None
+                        raise _Close(_ACKS0_REFUSED)
                     return encode_response(corr, answer, spec.response_header_v1)
                 result = super()._dispatch(frame)
                 if isinstance(answer, Amend):
+                    if api_key == 0 and request.get("acks") == 0:
+                        return self._closing_after(result)
                     result = _amended(result, spec, corr, answer.fix)
                 recheck = _PARKS.get(api_key)
                 if recheck is not None and type(result) is tuple:
@@ -140,6 +143,19 @@ class NodeConnection(KafkaConnection):
             elif api_key == LIST_GROUPS:
                 return self._own_groups(super()._dispatch(frame), version, corr)
         return super()._dispatch(frame)
+
+    def _closing_after(self, result: Any) -> Any:
+        """An acks=0 Produce with partitions refused: closed once its own are appended (as
+        Kafka closes it, so that the producer refreshes its metadata)."""
+        if type(result) is not tuple:
+            raise _Close(_ACKS0_REFUSED)
+        awaitable, spec, corr = result
+
+        async def then_close() -> None:
+            await awaitable
+            self._close(_ACKS0_REFUSED)
+
+        return then_close(), spec, corr
 
     def _passed(self, frame: bytes | bytearray, api_key: int, request: Fields) -> Any:
         """A group request for a group this node coordinates: the usual dispatch (parked
@@ -319,7 +335,8 @@ def close_node(connections: set[KafkaConnection], node_id: int) -> None:
 
 # --- partitions: routed to their leader ----------------------------------------------------
 
-_UNANSWERED = b""  # a marker: acks=0, nothing to answer
+_UNANSWERED = b""  # a marker: acks=0, nothing to answer (the connection closes)
+_ACKS0_REFUSED = "an acks=0 Produce named partitions this node does not lead"
 
 # api key -> (request: topics, name, partitions, index; response: the same four); a request
 # index of None: the partitions are their indexes

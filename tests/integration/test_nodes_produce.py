@@ -1,9 +1,10 @@
 """Simulated nodes (``--nodes 3``): a Produce naming partitions of several leaders is answered
 per partition, as Kafka answers it. The partitions the node leads are appended and answered as
 usual; the others are NOT_LEADER_OR_FOLLOWER with their current leader and (v10+, KIP-951) its
-address in ``node_endpoints``; with acks=0 the node's own partitions are appended and nothing
-is answered. An idempotent aiokafka producer whose metadata is stale when a node comes back
-(its requests name partitions the node no longer leads) still delivers every record once."""
+address in ``node_endpoints``; with acks=0 the node's own partitions are appended, nothing is
+answered and the connection closes, as Kafka closes it. An idempotent aiokafka producer whose
+metadata is stale when a node comes back (its requests name partitions the node no longer
+leads) still delivers every record once."""
 
 from __future__ import annotations
 
@@ -106,16 +107,37 @@ async def test_a_produce_to_several_leaders_is_answered_per_partition(
     assert await ends(server) == {0: 2, 1: 0, 2: 0, 3: 2, 4: 0, 5: 0}
 
 
-async def test_with_acks_0_the_own_partitions_are_appended_and_nothing_answered(
+async def test_with_acks_0_the_own_partitions_are_appended_and_the_connection_closed(
     server: KafkaServer,
 ) -> None:
-    async with await WireClient.connect(ports(server)[2]) as c:  # node 2 leads 1 and 4
-        await c.send(PRODUCE, 9, produce_body([0, 1, 2, 4], acks=0))
-        await c.send(PRODUCE, 9, produce_body([0, 2], acks=0))  # none of node 2's
+    """As Kafka closes an acks=0 producer's connection on any partition's error (so that it
+    refreshes its metadata): nothing is answered, the node's own partitions are appended."""
+    for parts in ([0, 1, 2, 4], [0, 2]):  # node 2 leads 1 and 4; then none of its own
+        async with await WireClient.connect(ports(server)[2]) as c:
+            await c.send(PRODUCE, 9, produce_body(parts, acks=0))
+            with pytest.raises(asyncio.IncompleteReadError):
+                await c.read_frame()  # closed, unanswered
+    async with await WireClient.connect(ports(server)[2]) as c:  # its own only: no closing
+        await c.send(PRODUCE, 9, produce_body([1], acks=0))
         software = {"client_software_name": "t", "client_software_version": "1"}
         corr = await c.send(API_VERSIONS, 3, software)
         await c.receive(API_VERSIONS, 3, corr)  # the next answer is this one's
-    assert await ends(server) == {0: 0, 1: 1, 2: 0, 3: 0, 4: 1, 5: 0}
+    assert await ends(server) == {0: 0, 1: 2, 2: 0, 3: 0, 4: 1, 5: 0}
+
+
+async def test_with_acks_0_a_batch_checked_off_the_loop_is_appended_before_closing(
+    server: KafkaServer,
+) -> None:
+    """A compressed batch expanding past 1 MiB is checked on a worker thread: the connection
+    closes once it is appended."""
+    big = build_batch([(None, bytes(2 << 20), [])], compression=1)  # gzip
+    body = produce_body([0, 1], acks=0)
+    body["topic_data"][0]["partition_data"][1]["records"] = big
+    async with await WireClient.connect(ports(server)[2]) as c:  # node 2 leads 1, not 0
+        await c.send(PRODUCE, 9, body)
+        with pytest.raises(asyncio.IncompleteReadError):
+            await c.read_frame()
+    assert await ends(server) == dict.fromkeys(range(PARTITIONS), 0) | {1: 1}
 
 
 @pytest.fixture
