@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import cast
 
 from kgroupd.protocol.errors import ErrorCode
@@ -122,6 +123,24 @@ class OffsetOps(ShardCore):
         new_offset = _new_offset
         topics = []
         for name, partitions in cmd.topics:
+            if partitions and not per_record:
+                # The usual commit, no metadata: applied in C (zip/map), no Python-level
+                # loop per partition (the commit path is hot).
+                indexes, offsets, epochs, metadatas = zip(*partitions, strict=True)
+                n = len(indexes)
+                if metadatas.count("") == n:
+                    if stored is None:
+                        stored = self.offsets[group_id] = {}
+                    stored_parts = stored.get(name)
+                    if stored_parts is None:
+                        stored_parts = stored[name] = {}
+                    rows = zip(offsets, epochs, metadatas, repeat(now), repeat(expire))
+                    stored_parts.update(zip(indexes, map(new_offset, rows), strict=True))
+                    if commit_sink is not None:
+                        commit_sink(group_id, name, cast(CommitEntries, partitions), now, expire)
+                    topics.append((name, tuple(zip(indexes, repeat(ok)))))
+                    self.offsets_committed += n
+                    continue
             parts = []
             stored_parts = None
             clean = True  # each entry as a sink takes it: the sink gets ``partitions`` itself
