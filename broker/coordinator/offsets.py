@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from typing import cast
 
 from kgroupd.protocol.errors import ErrorCode
@@ -47,6 +46,12 @@ _new_offset: Callable[[tuple[int, int, str, int, int | None]], OffsetAndMetadata
 )
 
 
+# Enum members read once: ``ErrorCode.NONE`` goes through EnumType.__getattr__ on 3.11 (a
+# slow attribute lookup each time), and the commit path reads them on every request.
+_NONE = ErrorCode.NONE
+_EMPTY = GroupState.EMPTY
+_BEATING = (GroupState.STABLE, GroupState.PREPARING_REBALANCE)
+
 _commit_result: Callable[[tuple[object, ...]], OffsetCommitResult] = functools.partial(
     tuple.__new__, OffsetCommitResult
 )
@@ -68,11 +73,11 @@ class OffsetOps(ShardCore):
     def commit_offsets(self, cmd: OffsetCommit) -> OffsetCommitResult:
         """OffsetCommit: one error per partition (group-level errors fill every partition)."""
         # availability_error inlined (the commit path is hot)
-        error = self.availability_error() if self.loading or not self.owned else ErrorCode.NONE
+        error = self.availability_error() if self.loading or not self.owned else _NONE
         consumer = self.consumer_groups.get(cmd.group_id) if self.consumer_groups else None
         group = self.groups.get(cmd.group_id)
         if consumer is not None:
-            if error is ErrorCode.NONE:
+            if error is _NONE:
                 error = validate_consumer_commit(
                     consumer,
                     self.topics_view,
@@ -81,7 +86,7 @@ class OffsetOps(ShardCore):
                     cmd.group_id_not_found,
                     ((t.name, (p[0] for p in t.partitions)) for t in cmd.topics),
                 )
-        elif error is ErrorCode.NONE and group is None:
+        elif error is _NONE and group is None:
             if cmd.generation_id < 0:
                 group = self._new_group(cmd.group_id)  # a "simple" group
                 group.log.info("simple group created by an offset commit")
@@ -91,25 +96,17 @@ class OffsetOps(ShardCore):
                     if cmd.group_id_not_found
                     else ErrorCode.ILLEGAL_GENERATION
                 )
-        if error is ErrorCode.NONE and consumer is None:
+        if error is _NONE and consumer is None:
             assert group is not None
             # a simple group's commit (no generation, Empty) passes without the call
-            if cmd.generation_id >= 0 or group.state is not GroupState.EMPTY:
+            if cmd.generation_id >= 0 or group.state is not _EMPTY:
                 error = self._validate_commit(group, cmd)
-        if error is not ErrorCode.NONE:
+        if error is not _NONE:
             return OffsetCommitResult(
                 tuple((t.name, tuple((p[0], error) for p in t.partitions)) for t in cmd.topics)
             )
         member = group.members.get(cmd.member_id) if group is not None else None
-        if (
-            group is not None
-            and member is not None
-            and group.state
-            in (
-                GroupState.STABLE,
-                GroupState.PREPARING_REBALANCE,
-            )
-        ):
+        if group is not None and member is not None and group.state in _BEATING:
             self._reschedule_heartbeat(group, member)
         now = self.timers.now_ms()  # self.now() inlined
         counted = self.offsets_committed
@@ -122,28 +119,10 @@ class OffsetOps(ShardCore):
         # Records go to a batch sink a topic at a time, else one per partition to a plain one.
         commit_sink = self.commit_sink
         per_record = self.persisting and commit_sink is None
-        ok = ErrorCode.NONE
+        ok = _NONE
         new_offset = _new_offset
         topics = []
         for name, partitions in cmd.topics:
-            if partitions and not per_record:
-                # The usual commit, no metadata: applied in C (zip/map), no Python-level
-                # loop per partition (the commit path is hot).
-                indexes, offsets, epochs, metadatas = zip(*partitions, strict=True)
-                n = len(indexes)
-                if metadatas.count("") == n:
-                    if stored is None:
-                        stored = self.offsets[group_id] = {}
-                    stored_parts = stored.get(name)
-                    if stored_parts is None:
-                        stored_parts = stored[name] = {}
-                    rows = zip(offsets, epochs, metadatas, repeat(now), repeat(expire))
-                    stored_parts.update(zip(indexes, map(new_offset, rows), strict=True))
-                    if commit_sink is not None:
-                        commit_sink(group_id, name, cast(CommitEntries, partitions), now, expire)
-                    topics.append((name, tuple(zip(indexes, repeat(ok)))))
-                    self.offsets_committed += n
-                    continue
             parts = []
             stored_parts = None
             clean = True  # each entry as a sink takes it: the sink gets ``partitions`` itself
