@@ -39,13 +39,6 @@ def java_string_length(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-# OffsetAndMetadata from a tuple, without the named tuple's Python-level __new__ (a commit
-# makes one per partition).
-_new_offset: Callable[[tuple[int, int, str, int, int | None]], OffsetAndMetadata] = (
-    functools.partial(tuple.__new__, OffsetAndMetadata)
-)
-
-
 # Enum members read once: ``ErrorCode.NONE`` goes through EnumType.__getattr__ on 3.11 (a
 # slow attribute lookup each time), and the commit path reads them on every request.
 _NONE = ErrorCode.NONE
@@ -120,7 +113,9 @@ class OffsetOps(ShardCore):
         commit_sink = self.commit_sink
         per_record = self.persisting and commit_sink is None
         ok = _NONE
-        new_offset = _new_offset
+        # OffsetAndMetadata from a tuple without its Python-level __new__ (one a partition),
+        # tuple.__new__ called directly (through functools.partial: ~1k instructions more)
+        new_offset = tuple.__new__
         topics = []
         for name, partitions in cmd.topics:
             parts = []
@@ -142,7 +137,9 @@ class OffsetOps(ShardCore):
                     stored_parts = stored.get(name)
                     if stored_parts is None:
                         stored_parts = stored[name] = {}
-                stored_parts[partition] = new_offset((offset, leader_epoch, metadata, now, expire))
+                stored_parts[partition] = new_offset(
+                    OffsetAndMetadata, (offset, leader_epoch, metadata, now, expire)
+                )
                 if per_record:
                     self.sink(
                         OffsetCommitRecord(
