@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import cast
 
 from kgroupd.protocol.errors import ErrorCode
@@ -45,9 +44,7 @@ _NONE = ErrorCode.NONE
 _EMPTY = GroupState.EMPTY
 _BEATING = (GroupState.STABLE, GroupState.PREPARING_REBALANCE)
 
-_commit_result: Callable[[tuple[object, ...]], OffsetCommitResult] = functools.partial(
-    tuple.__new__, OffsetCommitResult
-)
+_tuple_new = tuple.__new__  # a named tuple without its Python-level __new__
 
 
 def _applied(
@@ -115,7 +112,7 @@ class OffsetOps(ShardCore):
         ok = _NONE
         # OffsetAndMetadata from a tuple without its Python-level __new__ (one a partition),
         # tuple.__new__ called directly (through functools.partial: ~1k instructions more)
-        new_offset = tuple.__new__
+        new_offset = _tuple_new
         topics = []
         for name, partitions in cmd.topics:
             parts = []
@@ -153,7 +150,7 @@ class OffsetOps(ShardCore):
             topics.append((name, tuple(parts)))
             self.offsets_committed += len(parts)
         self.events.offsets_committed(group_id, self.offsets_committed - counted)
-        return _commit_result((tuple(topics),))
+        return _tuple_new(OffsetCommitResult, (tuple(topics),))
 
     @staticmethod
     def _validate_commit(group: ClassicGroup, cmd: OffsetCommit) -> ErrorCode:
