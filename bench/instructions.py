@@ -136,6 +136,11 @@ def main() -> None:
                 ["git", "archive", rev], capture_output=True, check=True, cwd=ROOT
             ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            # the installed names, as links into the archive: the child puts the archive first
+            # on sys.path, so ``kgroupd.broker`` is the revision's (not the installed tree's)
+            (Path(tmp) / "kgroupd").mkdir()
+            for name in ("broker", "protocol", "assignors"):
+                (Path(tmp) / "kgroupd" / name).symlink_to(Path("..") / name)
             per = count(Path(tmp), args.partitions, args.requests)
             print(f"| {rev} | {per:,.0f} |", flush=True)
 
