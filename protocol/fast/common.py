@@ -57,6 +57,13 @@ def skip_tagged_fields(data: bytes, pos: int) -> int:
     return pos
 
 
+def skip_tags(data: bytes, pos: int) -> int:
+    """``skip_tagged_fields`` with the usual empty buffer read in one step."""
+    if pos < len(data) and data[pos] == 0:
+        return pos + 1
+    return skip_tagged_fields(data, pos)
+
+
 def read_int32(data: bytes, pos: int) -> tuple[int, int]:
     if pos + 4 > len(data):
         raise ValueError("int32 runs past the end of the request")

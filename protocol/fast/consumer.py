@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from kgroupd.protocol.fast.common import read_compact_string, read_uvarint, skip_tagged_fields
+from kgroupd.protocol.fast.common import read_compact_string, read_int32, read_uvarint, skip_tags
 
 _I32 = struct.Struct(">i")
 
@@ -17,27 +17,15 @@ def _string(frame: bytes, pos: int, what: str) -> tuple[str, int]:
     return value, pos
 
 
-def _int32(frame: bytes, pos: int) -> tuple[int, int]:
-    if pos + 4 > len(frame):
-        raise ValueError("int32 runs past the end of the request")
-    return _I32.unpack_from(frame, pos)[0], pos + 4
-
-
-def _tags(frame: bytes, pos: int) -> int:
-    if pos < len(frame) and frame[pos] == 0:
-        return pos + 1
-    return skip_tagged_fields(frame, pos)
-
-
 def decode_consumer_group_heartbeat(frame: bytes, pos: int, version: int) -> dict[str, object]:
     """ConsumerGroupHeartbeat v0-v1 into the general codec's dict (names and nulls alike)."""
     n = len(frame)
     group, pos = _string(frame, pos, "group id")
     member, pos = _string(frame, pos, "member id")
-    epoch, pos = _int32(frame, pos)
+    epoch, pos = read_int32(frame, pos)
     instance, pos = read_compact_string(frame, pos)
     rack, pos = read_compact_string(frame, pos)
-    rebalance, pos = _int32(frame, pos)
+    rebalance, pos = read_int32(frame, pos)
     count, pos = read_uvarint(frame, pos)
     names: list[str] | None = None
     if count:
@@ -65,9 +53,9 @@ def decode_consumer_group_heartbeat(frame: bytes, pos: int, version: int) -> dic
             if end > n:
                 raise ValueError("partitions run past the end of the request")
             parts = list(struct.unpack_from(f">{nparts - 1}i", frame, pos))
-            pos = _tags(frame, end)
+            pos = skip_tags(frame, end)
             owned.append({"topic_id": topic_id, "partitions": parts})
-    pos = _tags(frame, pos)
+    pos = skip_tags(frame, pos)
     if pos > n:  # bytes after the body are ignored, as Kafka ignores them
         raise ValueError("the request body runs past the end of the frame")
     return {

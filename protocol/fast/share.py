@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from kgroupd.protocol.fast.common import (
     Chunks,
     read_compact_string,
+    read_int32,
     read_uvarint,
-    skip_tagged_fields,
+    skip_tags,
 )
 
 _TOP = struct.Struct(">ih")  # throttle_time_ms, error_code
@@ -87,18 +88,6 @@ def encode_share_fetch_response(
     return out
 
 
-def _int32(frame: bytes, pos: int) -> tuple[int, int]:
-    if pos + 4 > len(frame):
-        raise ValueError("int32 runs past the end of the request")
-    return _I32.unpack_from(frame, pos)[0], pos + 4
-
-
-def _tags(frame: bytes, pos: int) -> int:
-    if pos < len(frame) and frame[pos] == 0:
-        return pos + 1
-    return skip_tagged_fields(frame, pos)
-
-
 def _count(frame: bytes, pos: int, what: str) -> tuple[int, int]:
     n, pos = read_uvarint(frame, pos)
     if n == 0:
@@ -141,7 +130,7 @@ def decode_share_fetch(frame: bytes, pos: int, version: int) -> dict[str, object
         nparts, pos = _count(frame, pos, "partitions")
         parts = []
         for _ in range(nparts):
-            index, pos = _int32(frame, pos)
+            index, pos = read_int32(frame, pos)
             nbatches, pos = _count(frame, pos, "acknowledgement batches")
             batches = []
             for _ in range(nbatches):
@@ -152,11 +141,11 @@ def decode_share_fetch(frame: bytes, pos: int, version: int) -> dict[str, object
                 if pos + ntypes > n:
                     raise ValueError("acknowledge types run past the end of the request")
                 types = list(struct.unpack_from(f">{ntypes}b", frame, pos))
-                pos = _tags(frame, pos + ntypes)
+                pos = skip_tags(frame, pos + ntypes)
                 batches.append(
                     {"first_offset": first, "last_offset": last, "acknowledge_types": types}
                 )
-            pos = _tags(frame, pos)
+            pos = skip_tags(frame, pos)
             parts.append(
                 {
                     "partition_index": index,
@@ -164,7 +153,7 @@ def decode_share_fetch(frame: bytes, pos: int, version: int) -> dict[str, object
                     "partition_max_bytes": 0,
                 }
             )
-        pos = _tags(frame, pos)
+        pos = skip_tags(frame, pos)
         topics.append({"topic_id": topic_id, "partitions": parts})
     nforgotten, pos = _count(frame, pos, "forgotten topics")
     forgotten = []
@@ -174,9 +163,9 @@ def decode_share_fetch(frame: bytes, pos: int, version: int) -> dict[str, object
         if pos + 4 * nparts > n:
             raise ValueError("partitions run past the end of the request")
         indexes = list(struct.unpack_from(f">{nparts}i", frame, pos))
-        pos = _tags(frame, pos + 4 * nparts)
+        pos = skip_tags(frame, pos + 4 * nparts)
         forgotten.append({"topic_id": topic_id, "partitions": indexes})
-    pos = _tags(frame, pos)
+    pos = skip_tags(frame, pos)
     if pos > n:  # bytes after the body are ignored, as Kafka ignores them
         raise ValueError("the request body runs past the end of the frame")
     return {
