@@ -42,6 +42,7 @@ from tests.support.kafka_wire import (
     list_offsets_request,
     produce_request,
 )
+from tests.support.nodes import ports
 
 TOPIC, PARTITIONS = "spread", 6
 METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, HEARTBEAT = 3, 8, 9, 10, 12
@@ -59,13 +60,6 @@ async def server() -> AsyncIterator[KafkaServer]:
         create_topics=(TopicSpec(TOPIC, PARTITIONS),),
     ) as srv:
         yield srv
-
-
-def ports(server: KafkaServer) -> dict[int, int]:
-    """Each node's port (the one listener)."""
-    nodes = server.broker.nodes
-    assert nodes is not None
-    return {n: addr[1] for n, addr in zip(nodes.ids, nodes.endpoints["PLAINTEXT"], strict=True)}
 
 
 async def http(server: KafkaServer, method: str, path: str) -> tuple[int, Any]:

@@ -23,6 +23,7 @@ from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import ThreadedBroker, running_server
 from kgroupd.protocol.errors import ErrorCode
 from tests.support.kafka_wire import WireClient, build_batch, list_offsets_request
+from tests.support.nodes import leader, ports
 
 TOPIC, PARTITIONS = "split", 6
 PRODUCE, LIST_OFFSETS, API_VERSIONS = 0, 2, 18
@@ -38,16 +39,6 @@ async def server() -> AsyncIterator[KafkaServer]:
         create_topics=(TopicSpec(TOPIC, PARTITIONS),),
     ) as srv:
         yield srv
-
-
-def ports(server: KafkaServer) -> dict[int, int]:
-    nodes = server.broker.nodes
-    assert nodes is not None
-    return {n: addr[1] for n, addr in zip(nodes.ids, nodes.endpoints["PLAINTEXT"], strict=True)}
-
-
-def leader(p: int) -> int:  # with every node up: node 1 + p % 3
-    return 1 + p % 3
 
 
 def produce_body(

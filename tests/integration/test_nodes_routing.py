@@ -30,6 +30,7 @@ from tests.support.kafka_wire import (
     list_offsets_request,
     produce_request,
 )
+from tests.support.nodes import leader, ports
 from tests.support.share_wire import ACCEPT, ack, heartbeat, set_group_config
 
 TOPIC, PARTITIONS, GROUP = "routed", 6, "routed-share"
@@ -52,16 +53,6 @@ async def server() -> AsyncIterator[KafkaServer]:
         create_topics=(TopicSpec(TOPIC, PARTITIONS),),
     ) as srv:
         yield srv
-
-
-def ports(server: KafkaServer) -> dict[int, int]:
-    nodes = server.broker.nodes
-    assert nodes is not None
-    return {n: addr[1] for n, addr in zip(nodes.ids, nodes.endpoints["PLAINTEXT"], strict=True)}
-
-
-def leader(p: int) -> int:  # with every node up: node 1 + p % 3
-    return 1 + p % 3
 
 
 def coordinator(server: KafkaServer, group: str) -> int:
