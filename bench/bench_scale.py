@@ -18,6 +18,12 @@ round trip is at least as long as the loop was held. Phases:
   kgroupd_log_end_offset).
 - ``grow``, ``delete``: CreatePartitions adding ``--per-request`` partitions to a new topic,
   then DeleteTopics of it.
+- ``retention`` (with ``--retention-check-ms``: the broker runs its retention pass over every
+  partition that often): the bystander through ``--retention-passes`` passes, idle otherwise.
+- ``topics`` (disk, with ``--seed-topics``: that many topics of ``--seed-partitions`` are in
+  the data dir's ``topics.json`` before the start): CreateTopics of one topic of one partition,
+  then DeleteTopics of it, ``--repeat`` times each (each rewrites the topic table); then one
+  CreateTopics of ``--batch-topics`` topics of one partition, and one DeleteTopics of them.
 - ``restart`` (disk): SIGKILL, start again on the same data dir; the time until an ApiVersions
   is answered and until ``/readyz`` says ready; then a Metadata checks every partition is
   back and ListOffsets the produced partitions' ends.
@@ -29,6 +35,7 @@ not take the bystander's time (one process, the GIL). Figures: BENCHMARKS.md, "S
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -40,6 +47,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +156,8 @@ def create_phase(port: int, by: Bystander, args: argparse.Namespace) -> list[str
     with socket.create_connection(("127.0.0.1", port)) as s:
         warm_up(s)
         n = args.partitions // args.per_request
+        if n == 0:
+            return out
         took: list[float] = []
         by.mark()
         raws = []
@@ -294,6 +304,95 @@ def grow_delete_phase(port: int, by: Bystander, args: argparse.Namespace) -> lis
     ]
 
 
+def retention_phase(by: Bystander, args: argparse.Namespace) -> list[str]:
+    """Nothing but the broker's retention passes (every ``--retention-check-ms``)."""
+    seconds = args.retention_check_ms / 1000 * args.retention_passes + 0.5
+    by.mark()
+    time.sleep(seconds)
+    samples = by.take()
+    return [
+        f"retention passes every {args.retention_check_ms} ms for {seconds:.1f} s "
+        f"(about {args.retention_passes}): bystander {stall(samples)}"
+    ]
+
+
+def topics_phase(port: int, by: Bystander, args: argparse.Namespace) -> list[str]:
+    """CreateTopics of one small topic, then DeleteTopics of it, ``--repeat`` times: each
+    rewrites the topic table (``--seed-topics`` topics and more)."""
+    created, deleted, create_samples, delete_samples = [], [], [], []
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        for i in range(args.repeat):
+            topic = {"name": f"scale-small-{i}", "num_partitions": 1, "replication_factor": 1}
+            body = {"topics": [{**topic, "assignments": [], "configs": []}], "timeout_ms": 60000}
+            by.mark()
+            raw, took = raw_call(s, 19, 7, {**body, "validate_only": False})
+            create_samples += by.take()
+            created.append(took)
+            result = h.decode_response(19, 7, raw)["topics"][0]
+            if result["error_code"]:
+                raise RuntimeError(f"CreateTopics: {result}")
+            by.mark()
+            raw, took = raw_call(
+                s, 20, 6, {"topics": [{"name": topic["name"]}], "timeout_ms": 60000}
+            )
+            delete_samples += by.take()
+            deleted.append(took)
+            result = h.decode_response(20, 6, raw)["responses"][0]
+            if result["error_code"]:
+                raise RuntimeError(f"DeleteTopics: {result}")
+            time.sleep(0.2)
+        if args.batch_topics:
+            many = [f"scale-batch-{i}" for i in range(args.batch_topics)]
+            spec = {"num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+            body = {
+                "topics": [{"name": n, **spec} for n in many],
+                "timeout_ms": 60000,
+                "validate_only": False,
+            }
+            by.mark()
+            raw, batch_created = raw_call(s, 19, 7, body)
+            batch_create_samples = by.take()
+            codes = {t["error_code"] for t in h.decode_response(19, 7, raw)["topics"]}
+            if codes != {0}:
+                raise RuntimeError(f"CreateTopics of {len(many)}: {codes}")
+            by.mark()
+            body = {"topics": [{"name": n} for n in many], "timeout_ms": 60000}
+            raw, batch_deleted = raw_call(s, 20, 6, body)
+            batch_delete_samples = by.take()
+            codes = {t["error_code"] for t in h.decode_response(20, 6, raw)["responses"]}
+            if codes != {0}:
+                raise RuntimeError(f"DeleteTopics of {len(many)}: {codes}")
+    topics = args.seed_topics + args.partitions // max(1, args.per_request)
+    batch = []
+    if args.batch_topics:
+        batch = [
+            f"CreateTopics of {args.batch_topics} topics of 1 partition in one request: request "
+            f"{batch_created * 1000:.0f} ms; bystander {stall(batch_create_samples)}",
+            f"DeleteTopics of them in one request: request {batch_deleted * 1000:.0f} ms; "
+            f"bystander {stall(batch_delete_samples)}",
+        ]
+    return [
+        *batch,
+        f"CreateTopics of 1 partition with {topics} topics x {args.repeat}: request "
+        f"{max(created) * 1000:.0f} ms max; bystander {stall(create_samples)}",
+        f"DeleteTopics of it x {args.repeat}: request {max(deleted) * 1000:.0f} ms max; "
+        f"bystander {stall(delete_samples)}",
+    ]
+
+
+def seed_topics(data_dir: Path, args: argparse.Namespace) -> None:
+    """``--seed-topics`` topics in ``topics.json`` (format 1), read at the broker's start."""
+    table = {
+        f"seed-{i}": {
+            "partitions": args.seed_partitions,
+            "configs": {},
+            "topic_id": str(uuid.uuid4()),
+        }
+        for i in range(args.seed_topics)
+    }
+    (data_dir / "topics.json").write_text(json.dumps({"version": 1, "topics": table}))
+
+
 def ready(http: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=5) as resp:
@@ -382,23 +481,37 @@ def run_mode(mode: str, args: argparse.Namespace) -> list[str]:
     port, http = h.free_port(), h.free_port()
     lines = [f"**{mode}**"]
     with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.tmp) as tmp:
-        extra = ["--max-partitions", str(args.partitions + args.per_request + 1000)]
+        seeded = args.seed_topics * args.seed_partitions if mode == "disk" else 0
+        limit = args.partitions + seeded + args.per_request + 1000
+        extra = ["--max-partitions", str(limit)]
+        if args.retention_check_ms:
+            extra += ["--log-retention-check-interval-ms", str(args.retention_check_ms)]
         if mode == "disk":
             extra += ["--data-dir", tmp]
+            if args.seed_topics:
+                seed_topics(Path(tmp), args)
         log_path = Path(tmp).parent / f"bench-scale-{port}.log"
         proc = start(port, http, extra, log_path)
         try:
             wait_served(proc, port, http)
             by = Bystander(port)
             by.start()
+            phases = args.phases.split(",")
             try:
                 lines += create_phase(port, by, args)
-                lines += metadata_phase(port, by, args)
-                lines += scrape_phase(http, by, args)
-                lines += grow_delete_phase(port, by, args)
+                if "metadata" in phases:
+                    lines += metadata_phase(port, by, args)
+                if "scrape" in phases:
+                    lines += scrape_phase(http, by, args)
+                if "grow" in phases:
+                    lines += grow_delete_phase(port, by, args)
+                if args.retention_check_ms and "retention" in phases:
+                    lines += retention_phase(by, args)
+                if mode == "disk" and args.seed_topics and "topics" in phases:
+                    lines += topics_phase(port, by, args)
             finally:
                 by.stop()
-            if mode == "disk":
+            if mode == "disk" and "restart" in phases:
                 proc, more = restart_phase(proc, port, http, extra, log_path, args)
                 lines += more
         finally:
@@ -421,6 +534,24 @@ def main() -> int:
     ap.add_argument("--mode", default="memory,disk")
     ap.add_argument("--tmp", default=None, help="where the data dir goes (default: $TMPDIR)")
     ap.add_argument("--kgroupd-rev", metavar="REV")
+    ap.add_argument(
+        "--phases",
+        default="metadata,scrape,grow,retention,topics,restart",
+        help="which phases run after create (default: all)",
+    )
+    ap.add_argument(
+        "--retention-check-ms",
+        type=int,
+        default=0,
+        help="--log-retention-check-interval-ms for the broker (0: its default), and the "
+        "retention phase",
+    )
+    ap.add_argument("--retention-passes", type=int, default=5)
+    ap.add_argument("--seed-topics", type=int, default=0, help="topics in topics.json (disk)")
+    ap.add_argument("--seed-partitions", type=int, default=1)
+    ap.add_argument(
+        "--batch-topics", type=int, default=100, help="topics phase: one request creating these"
+    )
     args = ap.parse_args()
     if args.kgroupd_rev:
         h.use_kgroupd_rev(args.kgroupd_rev)
