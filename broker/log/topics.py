@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,9 @@ from kgroupd.broker.log.partition import PartitionLog, SegmentStore
 from kgroupd.protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME = 249
+# A retention pass (``TopicManager.retention_pass``) gives the event loop back after this
+# long of work: a pass over 100,000 partitions holds it no longer than this at a time.
+RETENTION_SLICE_S = 0.01
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 _NUMBER = re.compile(r"[+-]?[0-9]+")  # Java's Long.parseLong
 _LONG_MAX = str(2**63 - 1)
@@ -487,6 +491,32 @@ class TopicManager:
             retention_bytes = int(topic.config("retention.bytes"))
             for log in topic.partitions:
                 dropped += log.apply_retention(retention_ms, retention_bytes, now_ms)
+        return dropped
+
+    async def retention_pass(self, now_ms: int, slice_s: float = RETENTION_SLICE_S) -> int:
+        """``apply_retention`` over every topic (the periodic pass), the event loop given back
+        after each ``slice_s`` of work. A topic deleted meanwhile is skipped from there on;
+        one created meanwhile waits for the next pass; configs are read again after each
+        break (an AlterConfigs of retention applies them itself, at once)."""
+        dropped = 0
+        clock = time.perf_counter
+        deadline = clock() + slice_s
+        for topic in list(self.topics.values()):
+            index = 0
+            while self.topics.get(topic.name) is topic and index < len(topic.partitions):
+                if "delete" not in topic.config("cleanup.policy"):
+                    break  # compact only: the cleaner keeps the latest of each key instead
+                retention_ms = int(topic.config("retention.ms"))
+                retention_bytes = int(topic.config("retention.bytes"))
+                logs = topic.partitions
+                while index < len(logs):
+                    dropped += logs[index].apply_retention(retention_ms, retention_bytes, now_ms)
+                    index += 1
+                    if clock() >= deadline:
+                        break
+                if clock() >= deadline:
+                    await asyncio.sleep(0)
+                    deadline = clock() + slice_s
         return dropped
 
 

@@ -255,7 +255,7 @@ class KafkaServer:
         interval_s = self.config.log_retention_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
-            dropped = self.broker.topics.apply_retention(now_ms())
+            dropped = await self.broker.topics.retention_pass(now_ms())
             if dropped:
                 log.info("retention", batches_deleted=dropped)
 

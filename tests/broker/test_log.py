@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -202,3 +204,52 @@ def test_crc_check_detects_a_flipped_byte() -> None:
     data[-1] ^= 0x01
     with pytest.raises(CorruptBatch, match="CRC"):
         check_crc(bytes(data), 0, parse_header(data))
+
+
+def _three_batches(topics: TopicManager, name: str, partitions: int) -> None:
+    for p in range(partitions):
+        log = topics.partition(name, p)
+        assert log is not None
+        for _ in range(3):
+            data = bytes(with_base_offset(batch(1), log.high_watermark))
+            log.append(data, parse_header(data), now_ms=1000)
+
+
+async def test_the_retention_pass_gives_the_loop_back_and_skips_a_topic_deleted_meanwhile() -> None:
+    """The periodic pass (``retention_pass``) over every partition yields to the event loop
+    between slices (here after every partition); a topic deleted during the pass is left
+    alone from then on, the others all get retention; a compact topic is skipped."""
+    topics = TopicManager()
+    for name in ("a", "b", "c"):
+        topics.create(name, 4, {"retention.bytes": "0"})
+        _three_batches(topics, name, 4)
+    topics.create("kept", 2, {"retention.bytes": "0", "cleanup.policy": "compact"})
+    _three_batches(topics, "kept", 2)
+    turns = 0
+    b = topics.topics["b"]
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            if turns == 6:  # the pass did a's 4 partitions and b's first: "b" goes
+                assert topics.delete("b") is b
+            await asyncio.sleep(0)
+
+    bystander = asyncio.create_task(other_work())
+    await asyncio.sleep(0)  # turn 1
+    dropped = await topics.retention_pass(now_ms=1000, slice_s=0)
+    bystander.cancel()
+    assert turns >= 8  # the loop ran other work between partitions
+    starts = {
+        (t.name, log.partition): log.log_start_offset
+        for t in [topics.topics[n] for n in ("a", "c", "kept")]
+        for log in t.partitions
+    }
+    assert starts == {
+        **dict.fromkeys([("a", p) for p in range(4)] + [("c", p) for p in range(4)], 2),
+        ("kept", 0): 0,
+        ("kept", 1): 0,
+    }
+    assert [log.log_start_offset for log in b.partitions] == [2, 0, 0, 0]
+    assert dropped == 8 * 2 + 2  # a and c whole, b's first partition before it went
