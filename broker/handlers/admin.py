@@ -107,8 +107,9 @@ def handle_create_topics(ctx: RequestContext, req: Fields) -> Fields | Awaitable
     mutations = PartitionMutations(ctx, strict_since=6)
     # (a request quota writes its throttle time into the fields: answered at once then)
     if validate_only or requested <= CREATE_SLICE or broker.throttle.enabled(REQUEST_QUOTA):
-        for item in items:
-            results.append(_create_one(ctx, item, names, validate_only, mutations))
+        with broker.topics.one_write():  # topics.json once for the request
+            for item in items:
+                results.append(_create_one(ctx, item, names, validate_only, mutations))
         return mutations.answer({"topics": results})
     return _create_in_slices(ctx, items, names, mutations)
 
@@ -261,9 +262,9 @@ def handle_delete_topics(ctx: RequestContext, req: Fields) -> Fields:
     else:
         wanted = [(name, ZERO_UUID) for name in req["topic_names"]]
     mutations = PartitionMutations(ctx, strict_since=5)
-    return mutations.answer(
-        {"responses": [_delete(ctx, name, topic_id, mutations) for name, topic_id in wanted]}
-    )
+    with ctx.broker.topics.one_write():  # topics.json once for the request
+        responses = [_delete(ctx, name, topic_id, mutations) for name, topic_id in wanted]
+    return mutations.answer({"responses": responses})
 
 
 def _delete(
@@ -345,17 +346,18 @@ def handle_create_partitions(ctx: RequestContext, req: Fields) -> Fields | Await
     )
     if sliced:
         return _add_partitions_in_slices(ctx, req["topics"], mutations)
-    for item in req["topics"]:
-        name, count = item["name"], item["count"]
-        code, message = _partitions_refused(ctx, item)
-        if code == ErrorCode.NONE and not validate_only:
-            try:
-                mutations.take(count - len(topics.topics[name].partitions))
-                topics.add_partitions(name, count)
-                ctx.log.info("partitions_created", topic=name, partitions=count)
-            except TopicError as exc:
-                code, message = exc.code, exc.message
-        results.append({"name": name, "error_code": int(code), "error_message": message})
+    with topics.one_write():  # topics.json once for the request
+        for item in req["topics"]:
+            name, count = item["name"], item["count"]
+            code, message = _partitions_refused(ctx, item)
+            if code == ErrorCode.NONE and not validate_only:
+                try:
+                    mutations.take(count - len(topics.topics[name].partitions))
+                    topics.add_partitions(name, count)
+                    ctx.log.info("partitions_created", topic=name, partitions=count)
+                except TopicError as exc:
+                    code, message = exc.code, exc.message
+            results.append({"name": name, "error_code": int(code), "error_message": message})
     return mutations.answer({"results": results})
 
 

@@ -60,22 +60,23 @@ def _answer(ctx: RequestContext, req: Fields, incremental: bool) -> list[Fields]
     resources = req["resources"]
     seen = Counter((r["resource_type"], r["resource_name"]) for r in resources)
     out = []
-    for res in resources:
-        code, message = ErrorCode.NONE, None
-        try:
-            if seen[(res["resource_type"], res["resource_name"])] > 1:
-                raise _refuse("Each resource must appear at most once.")
-            _alter(ctx, res, incremental, req["validate_only"])
-        except TopicError as exc:
-            code, message = exc.code, exc.message
-        out.append(
-            {
-                "error_code": int(code),
-                "error_message": message,
-                "resource_type": res["resource_type"],
-                "resource_name": res["resource_name"],
-            }
-        )
+    with ctx.broker.topics.one_write():  # topics.json once for the request
+        for res in resources:
+            code, message = ErrorCode.NONE, None
+            try:
+                if seen[(res["resource_type"], res["resource_name"])] > 1:
+                    raise _refuse("Each resource must appear at most once.")
+                _alter(ctx, res, incremental, req["validate_only"])
+            except TopicError as exc:
+                code, message = exc.code, exc.message
+            out.append(
+                {
+                    "error_code": int(code),
+                    "error_message": message,
+                    "resource_type": res["resource_type"],
+                    "resource_name": res["resource_name"],
+                }
+            )
     return out
 
 

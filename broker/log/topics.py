@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import re
 import time
@@ -250,9 +251,11 @@ class TopicStore(Protocol):
         self, log: PartitionLog, segment_bytes: int, index_interval: int
     ) -> SegmentStore: ...
 
-    def save_topics(self, topics: TopicManager) -> None: ...
+    def save_topics(self, topics: TopicManager, changed: str | None = None) -> None: ...
 
     def drop_topic(self, name: str, partitions: int) -> None: ...
+
+    def held(self) -> contextlib.AbstractContextManager[None]: ...
 
     def set_segment_bytes(self, name: str, segment_bytes: int) -> None: ...
 
@@ -294,6 +297,12 @@ class TopicManager:
         self.version += 1
         for listener in self.listeners:
             listener()
+
+    def one_write(self) -> contextlib.AbstractContextManager[None]:
+        """Under --data-dir, the topic changes made inside are written to topics.json once, as
+        it ends (``TopicStore.held``): for a request changing many topics. Nothing inside may
+        wait."""
+        return contextlib.nullcontext() if self.store is None else self.store.held()
 
     def view(self) -> dict[str, tuple[uuid.UUID, int]]:
         """Every topic as ``name -> (topic id, partition count)``."""
@@ -417,7 +426,7 @@ class TopicManager:
         self._changed()
         if self.store is not None:
             self.store.set_roll_ms(topic.name, *roll_configs(topic))
-            self.store.save_topics(self)
+            self.store.save_topics(self, name)
         gc.freeze()
 
     def _grow(self, topic: Topic, total: int) -> None:
@@ -442,7 +451,7 @@ class TopicManager:
         self._changed()
         if self.store is not None:
             self.store.set_roll_ms(topic.name, *roll_configs(topic))
-            self.store.save_topics(self)
+            self.store.save_topics(self, topic.name)
 
     def delete(self, name: str) -> Topic | None:
         topic = self.topics.pop(name, None)
@@ -454,7 +463,7 @@ class TopicManager:
                 log.release()
                 log._wake()
             if self.store is not None:
-                self.store.save_topics(self)
+                self.store.save_topics(self, name)
                 self.store.drop_topic(name, len(topic.partitions))
         return topic
 
@@ -465,7 +474,7 @@ class TopicManager:
         self._changed()
         if self.store is not None:
             self.store.set_roll_ms(topic.name, *roll_configs(topic))
-            self.store.save_topics(self)
+            self.store.save_topics(self, name)
         gc.freeze()  # and so do they (create_in_slices says why)
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
@@ -479,7 +488,7 @@ class TopicManager:
             self.store.set_segment_bytes(name, segment_bytes)
             self.store.set_index_interval(name, index_interval)
             self.store.set_roll_ms(name, *roll_configs(topic))
-            self.store.save_topics(self)
+            self.store.save_topics(self, name)
 
     def apply_retention(self, now_ms: int, only: str | None = None) -> int:
         """One retention pass over every topic (or only the topic ``only``)."""

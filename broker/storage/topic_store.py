@@ -13,19 +13,22 @@ retention.bytes; DeleteRecords deletes those wholly below the new log start offs
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import re
 import shutil
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from kgroupd.broker.storage.entries import StorageError
-from kgroupd.broker.storage.fileio import fsync_dir
+from kgroupd.broker.storage.fileio import fsync_dir, write_all
 from kgroupd.broker.storage.fsync import FsyncWorker
 from kgroupd.broker.storage.partition_store import (
     PartitionStore,
@@ -58,6 +61,16 @@ def _remove_later(directories: list[Path]) -> None:
     threading.Thread(target=remove, name="topic-delete", daemon=True).start()
 
 
+_PLAIN = re.compile(r"[a-zA-Z0-9._-]+")  # a legal topic name: JSON as it is
+
+
+def _entry(name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID) -> str:
+    """One topic's entry in topics.json (``"name": {...}``)."""
+    key = f'"{name}"' if _PLAIN.fullmatch(name) else json.dumps(name)
+    spec = json.dumps(configs) if configs else "{}"
+    return f'{key}: {{"partitions": {partitions}, "configs": {spec}, "topic_id": "{topic_id}"}}'
+
+
 class TopicStore:
     def __init__(self, root: Path, worker: FsyncWorker, recover: bool) -> None:
         self.root = root
@@ -72,26 +85,69 @@ class TopicStore:
         self.read_fds = ReadFds()
         # The idempotent producers, for the index files (set by Durability).
         self.producers: ProducerStateManager | None = None
+        # topics.json's entry of each topic, serialized (``save_topics``), in the file's order
+        self._entries: dict[str, str] = {}
+        self._held = 0  # inside ``held``: the write waits for its end
+        self._unsaved = False
+        self._drops: list[tuple[str, int]] = []  # drop_topic calls waiting for that write
         self.batches_read = 0  # at start-up, read back from the segment files
         self.bytes_read = 0
 
     # --- topics.json -----------------------------------------------------------------------
-    def save_topics(self, topics: TopicManager) -> None:
-        """Write the topic table atomically (temp file, fsync, rename, fsync the dir)."""
-        table = {
-            name: {
-                "partitions": len(t.partitions),
-                "configs": t.configs,
-                "topic_id": str(t.topic_id),
-            }
-            for name, t in topics.topics.items()
-        }
+    def save_topics(self, topics: TopicManager, changed: str | None = None) -> None:
+        """Write the topic table atomically (temp file, fsync, rename, fsync the dir).
+
+        Each topic's entry is kept serialized (``_entries``): a change serializes only the
+        topic ``changed`` (every topic if None), and the file is their concatenation (one
+        join), so a change at 10,000 or 100,000 topics costs no JSON encoding of them all."""
+        entries = self._entries
+        if changed is None:
+            entries.clear()
+            for name, t in topics.topics.items():
+                entries[name] = _entry(name, len(t.partitions), t.configs, t.topic_id)
+        else:
+            found = topics.topics.get(changed)
+            if found is None:
+                entries.pop(changed, None)
+            else:
+                entries[changed] = _entry(
+                    changed, len(found.partitions), found.configs, found.topic_id
+                )
+        if self._held:
+            self._unsaved = True  # written once, as the outermost ``held`` ends
+            return
+        self._write()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Topic changes made inside are written to topics.json once, as it ends, and the
+        directories of topics deleted meanwhile renamed only after (as each would be after
+        its own write): a request creating or deleting many topics rewrites the file once,
+        not once per topic. Nothing inside may wait (the changes are not on disk yet)."""
+        self._held += 1
+        try:
+            yield
+        finally:  # (also when the request failed: what it changed is written)
+            self._held -= 1
+            if not self._held:
+                drops, self._drops = self._drops, []
+                if self._unsaved:
+                    self._unsaved = False
+                    self._write()
+                for name, partitions in drops:
+                    self._drop(name, partitions)
+
+    def _write(self) -> None:
+        entries = self._entries
+        data = ('{"version": 1, "topics": {\n' + ",\n".join(entries.values()) + "\n}}\n").encode()
         path = self.root / "topics.json"
         tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"version": 1, "topics": table}, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
         fsync_dir(self.root)
 
@@ -146,6 +202,12 @@ class TopicStore:
         rename each, so a topic of the same name made next starts clean) and removed with
         its files on a thread (as Kafka's delayed deletion), not on the event loop; a
         directory left ``-delete`` by a crash is removed at the next start."""
+        if self._held:
+            self._drops.append((name, partitions))
+        else:
+            self._drop(name, partitions)
+
+    def _drop(self, name: str, partitions: int) -> None:
         self.by_topic.pop(name, None)
         doomed = []
         for p in range(partitions):
@@ -214,10 +276,12 @@ class TopicStore:
         left = [self.dir / n for n in on_disk if n.endswith(DELETED_SUFFIX)]
         if left:  # a deleted topic's directories a crash left
             _remove_later(left)
+        entries = self._entries
         for name, spec in table.items():
             topic = topics.create(
                 name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
             )
+            entries[name] = _entry(name, len(topic.partitions), topic.configs, topic.topic_id)
             segment_bytes = int(topic.config("segment.bytes"))
             index_interval = int(topic.config("index.interval.bytes"))
             for plog in topic.partitions:
