@@ -292,6 +292,9 @@ class TopicManager:
         self.internal_readers: dict[str, Callable[[int], None]] = {}
         # topics being created a slice at a time (``create_in_slices``): name -> partitions
         self.creating: dict[str, int] = {}
+        # the partitions of every topic in ``topics`` but those named ``__...``, kept as
+        # topics come, grow and go (``partition_count``: no walk over 100,000 topics)
+        self._made = 0
 
     def _changed(self) -> None:
         self.version += 1
@@ -332,8 +335,11 @@ class TopicManager:
 
     def partition_count(self) -> int:
         """Partitions of every topic but the internal ones (what --max-partitions bounds)."""
-        made = sum(len(t.partitions) for n, t in self.topics.items() if not n.startswith("__"))
-        return made + sum(self.creating.values())
+        return self._made + sum(self.creating.values())
+
+    def _count(self, name: str, partitions: int) -> None:
+        if not name.startswith("__"):
+            self._made += partitions
 
     def check_create(
         self, name: str, partitions: int, replication: int, configs: dict[str, str | None]
@@ -423,6 +429,7 @@ class TopicManager:
         finally:
             del self.creating[name]
         topic.partitions += fresh
+        self._count(name, len(fresh))
         self._changed()
         if self.store is not None:
             self.store.set_roll_ms(topic.name, *roll_configs(topic))
@@ -445,7 +452,11 @@ class TopicManager:
         return fresh
 
     def _register(self, topic: Topic) -> None:
+        replaced = self.topics.get(topic.name)
+        if replaced is not None:
+            self._count(topic.name, -len(replaced.partitions))
         self.topics[topic.name] = topic
+        self._count(topic.name, len(topic.partitions))
         self.ids[topic.topic_id] = topic
         self.ids_by_bytes[topic.topic_id.bytes] = topic
         self._changed()
@@ -456,6 +467,7 @@ class TopicManager:
     def delete(self, name: str) -> Topic | None:
         topic = self.topics.pop(name, None)
         if topic is not None:
+            self._count(name, -len(topic.partitions))
             self.ids.pop(topic.topic_id, None)
             self.ids_by_bytes.pop(topic.topic_id.bytes, None)
             self._changed()
@@ -470,7 +482,9 @@ class TopicManager:
     def add_partitions(self, name: str, total: int) -> None:
         topic = self.topics[name]
         gc.freeze()  # what lives now stays out of the collections the new partitions cause
+        before = len(topic.partitions)
         self._grow(topic, total)
+        self._count(name, len(topic.partitions) - before)
         self._changed()
         if self.store is not None:
             self.store.set_roll_ms(topic.name, *roll_configs(topic))

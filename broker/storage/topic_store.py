@@ -64,11 +64,12 @@ def _remove_later(directories: list[Path]) -> None:
 _PLAIN = re.compile(r"[a-zA-Z0-9._-]+")  # a legal topic name: JSON as it is
 
 
-def _entry(name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID) -> str:
-    """One topic's entry in topics.json (``"name": {...}``)."""
+def _entry(name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID) -> bytes:
+    """One topic's entry in topics.json (``"name": {...}``; JSON's escapes keep it ASCII)."""
     key = f'"{name}"' if _PLAIN.fullmatch(name) else json.dumps(name)
     spec = json.dumps(configs) if configs else "{}"
-    return f'{key}: {{"partitions": {partitions}, "configs": {spec}, "topic_id": "{topic_id}"}}'
+    entry = f'{key}: {{"partitions": {partitions}, "configs": {spec}, "topic_id": "{topic_id}"}}'
+    return entry.encode()
 
 
 class TopicStore:
@@ -86,7 +87,7 @@ class TopicStore:
         # The idempotent producers, for the index files (set by Durability).
         self.producers: ProducerStateManager | None = None
         # topics.json's entry of each topic, serialized (``save_topics``), in the file's order
-        self._entries: dict[str, str] = {}
+        self._entries: dict[str, bytes] = {}
         self._held = 0  # inside ``held``: the write waits for its end
         self._unsaved = False
         self._drops: list[tuple[str, int]] = []  # drop_topic calls waiting for that write
@@ -138,13 +139,14 @@ class TopicStore:
                     self._drop(name, partitions)
 
     def _write(self) -> None:
-        entries = self._entries
-        data = ('{"version": 1, "topics": {\n' + ",\n".join(entries.values()) + "\n}}\n").encode()
+        body = b",\n".join(self._entries.values())
         path = self.root / "topics.json"
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            write_all(fd, data)
+            write_all(fd, b'{"version": 1, "topics": {\n')
+            write_all(fd, body)
+            write_all(fd, b"\n}}\n")
             os.fsync(fd)
         finally:
             os.close(fd)

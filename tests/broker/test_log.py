@@ -253,3 +253,21 @@ async def test_the_retention_pass_gives_the_loop_back_and_skips_a_topic_deleted_
     }
     assert [log.log_start_offset for log in b.partitions] == [2, 0, 0, 0]
     assert dropped == 8 * 2 + 2  # a and c whole, b's first partition before it went
+
+
+async def test_partition_count_follows_topics_as_they_come_grow_and_go() -> None:
+    """What --max-partitions bounds: every topic's partitions but ``__...`` ones, and those
+    being made in slices (kept as a running count, not summed over every topic)."""
+    topics = TopicManager()
+    topics.create("a", 3)
+    topics.create("__mine", 5)
+    assert topics.partition_count() == 3
+    topics.add_partitions("a", 7)
+    await topics.create_in_slices("b", 4, {}, step=1)
+    await topics.add_partitions_in_slices("b", 6, step=1)
+    assert topics.partition_count() == 13
+    topics.delete("a")
+    topics.delete("__mine")
+    assert topics.partition_count() == 6
+    topics.delete("b")
+    assert topics.partition_count() == 0
