@@ -19,7 +19,9 @@ round trip is at least as long as the loop was held. Phases:
 - ``grow``, ``delete``: CreatePartitions adding ``--per-request`` partitions to a new topic,
   then DeleteTopics of it.
 - ``retention`` (with ``--retention-check-ms``: the broker runs its retention pass over every
-  partition that often): the bystander through ``--retention-passes`` passes, idle otherwise.
+  partition that often): the bystander through ``--retention-passes`` passes, idle otherwise;
+  then, with ``--retention-deletes N``, through passes deleting an hour-old segment in each
+  of N partitions (a topic made for it) until all are deleted.
 - ``topics`` (disk, with ``--seed-topics``: that many topics of ``--seed-partitions`` are in
   the data dir's ``topics.json`` before the start): CreateTopics of one topic of one partition,
   then DeleteTopics of it, ``--repeat`` times each (each rewrites the topic table); then one
@@ -304,16 +306,80 @@ def grow_delete_phase(port: int, by: Bystander, args: argparse.Namespace) -> lis
     ]
 
 
-def retention_phase(by: Bystander, args: argparse.Namespace) -> list[str]:
-    """Nothing but the broker's retention passes (every ``--retention-check-ms``)."""
+def retention_phase(port: int, by: Bystander, args: argparse.Namespace) -> list[str]:
+    """Nothing but the broker's retention passes (every ``--retention-check-ms``); then, with
+    ``--retention-deletes``, passes that delete a segment in that many partitions."""
     seconds = args.retention_check_ms / 1000 * args.retention_passes + 0.5
     by.mark()
     time.sleep(seconds)
     samples = by.take()
-    return [
+    out = [
         f"retention passes every {args.retention_check_ms} ms for {seconds:.1f} s "
         f"(about {args.retention_passes}): bystander {stall(samples)}"
     ]
+    n = args.retention_deletes
+    if n:
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            expiring(s, n)
+            by.mark()
+            deadline = time.perf_counter() + 60
+            while time.perf_counter() < deadline:
+                time.sleep(args.retention_check_ms / 1000)
+                if log_starts(s, n) == n:
+                    break
+            samples = by.take()
+            started = log_starts(s, n)
+        out.append(
+            f"retention passes deleting a segment in each of {n} partitions ({started} "
+            f"deleted): bystander {stall(samples)}"
+        )
+    return out
+
+
+def expiring(s: socket.socket, n: int) -> None:
+    """Topic ``scale-expiring`` of ``n`` partitions, each with two segments, the first an
+    hour old (segment.bytes 100, retention.ms one minute): the next retention pass deletes it."""
+    from kgroupd.protocol.records import build_batch
+
+    configs = [
+        {"name": "segment.bytes", "value": "100"},
+        {"name": "retention.ms", "value": "60000"},
+    ]
+    topic = {"name": "scale-expiring", "num_partitions": n, "replication_factor": 1}
+    body = {"topics": [{**topic, "assignments": [], "configs": configs}], "timeout_ms": 60000}
+    raw, _ = raw_call(s, 19, 7, {**body, "validate_only": False})
+    result = h.decode_response(19, 7, raw)["topics"][0]
+    if result["error_code"]:
+        raise RuntimeError(f"CreateTopics scale-expiring: {result}")
+    old = int(time.time() * 1000) - 3_600_000
+    batch = build_batch([(0, b"k", b"v" * 200, old)])
+    parts = [{"index": p, "records": batch} for p in range(n)]
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 30000,
+        "topic_data": [{"name": "scale-expiring", "partition_data": parts}],
+    }
+    for _ in range(2):
+        raw, _ = raw_call(s, 0, 9, body)
+        for t in h.decode_response(0, 9, raw)["responses"]:
+            for p in t["partition_responses"]:
+                if p["error_code"]:
+                    raise RuntimeError(f"produce scale-expiring-{p['index']}: {p['error_code']}")
+
+
+def log_starts(s: socket.socket, n: int) -> int:
+    """How many partitions of ``scale-expiring`` start at offset 1 (retention took the
+    first segment)."""
+    parts = [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -2} for p in range(n)]
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [{"name": "scale-expiring", "partitions": parts}],
+    }
+    raw, _ = raw_call(s, 2, 7, body)
+    resp = h.decode_response(2, 7, raw)
+    return sum(1 for t in resp["topics"] for p in t["partitions"] if p["offset"] == 1)
 
 
 def topics_phase(port: int, by: Bystander, args: argparse.Namespace) -> list[str]:
@@ -506,7 +572,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> list[str]:
                 if "grow" in phases:
                     lines += grow_delete_phase(port, by, args)
                 if args.retention_check_ms and "retention" in phases:
-                    lines += retention_phase(by, args)
+                    lines += retention_phase(port, by, args)
                 if mode == "disk" and args.seed_topics and "topics" in phases:
                     lines += topics_phase(port, by, args)
             finally:
@@ -547,6 +613,12 @@ def main() -> int:
         "retention phase",
     )
     ap.add_argument("--retention-passes", type=int, default=5)
+    ap.add_argument(
+        "--retention-deletes",
+        type=int,
+        default=0,
+        help="retention phase: then passes deleting a segment in this many partitions",
+    )
     ap.add_argument("--seed-topics", type=int, default=0, help="topics in topics.json (disk)")
     ap.add_argument("--seed-partitions", type=int, default=1)
     ap.add_argument(
