@@ -37,108 +37,23 @@ not take the bystander's time (one process, the GIL). Figures: BENCHMARKS.md, "S
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _harness as h
-
-_SIZE = struct.Struct(">i")
-
-
-def recv_frame(s: socket.socket) -> bytes:
-    (size,) = _SIZE.unpack(recv_exact(s, 4))
-    return recv_exact(s, size)
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
-class Bystander(threading.Thread):
-    """ApiVersions v3 round trips, one at a time, timed; ``mark()`` starts a new phase."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(daemon=True)
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.frame = h.request_frame(
-            18, 3, 1, {"client_software_name": "b", "client_software_version": "1"}
-        )
-        self.samples: list[float] = []
-        self.done = 0
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            t0 = time.perf_counter()
-            self.sock.sendall(self.frame)
-            recv_frame(self.sock)
-            took = time.perf_counter() - t0
-            with self.lock:
-                self.samples.append(took)
-                self.done += 1
-            time.sleep(0.002)
-
-    def mark(self) -> None:
-        with self.lock:
-            self.samples = []
-
-    def take(self) -> list[float]:
-        """The round trips since ``mark``, with the one in flight now (it may span the
-        whole phase)."""
-        with self.lock:
-            seen = self.done
-        while self.is_alive():
-            with self.lock:
-                if self.done > seen:
-                    break
-            time.sleep(0.001)
-        with self.lock:
-            out, self.samples = self.samples, []
-        return out
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join()
-        self.sock.close()
-
-
-def stall(samples: list[float]) -> str:
-    if not samples:
-        return "no round trip"
-    s = sorted(samples)
-    p99 = s[min(len(s) - 1, int(len(s) * 0.99))]
-    return f"max {max(s) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms ({len(s)} round trips)"
-
-
-def raw_call(s: socket.socket, api: int, version: int, body: dict[str, Any]) -> tuple[bytes, float]:
-    frame = h.request_frame(api, version, 7, body)
-    t0 = time.perf_counter()
-    s.sendall(frame)
-    got = recv_frame(s)
-    return got, time.perf_counter() - t0
+from _scale_topics import retention_phase, seed_topics, topics_phase
+from _scale_wire import Bystander, raw_call, recv_frame, stall
 
 
 def warm_up(s: socket.socket) -> None:
@@ -304,159 +219,6 @@ def grow_delete_phase(port: int, by: Bystander, args: argparse.Namespace) -> lis
         f"DeleteTopics of {args.per_request + 1} partitions: request {deleted * 1000:.0f} ms; "
         f"bystander {stall(delete_samples)}",
     ]
-
-
-def retention_phase(port: int, by: Bystander, args: argparse.Namespace) -> list[str]:
-    """Nothing but the broker's retention passes (every ``--retention-check-ms``); then, with
-    ``--retention-deletes``, passes that delete a segment in that many partitions."""
-    seconds = args.retention_check_ms / 1000 * args.retention_passes + 0.5
-    by.mark()
-    time.sleep(seconds)
-    samples = by.take()
-    out = [
-        f"retention passes every {args.retention_check_ms} ms for {seconds:.1f} s "
-        f"(about {args.retention_passes}): bystander {stall(samples)}"
-    ]
-    n = args.retention_deletes
-    if n:
-        with socket.create_connection(("127.0.0.1", port)) as s:
-            expiring(s, n)
-            by.mark()
-            deadline = time.perf_counter() + 60
-            while time.perf_counter() < deadline:
-                time.sleep(args.retention_check_ms / 1000)
-                if log_starts(s, n) == n:
-                    break
-            samples = by.take()
-            started = log_starts(s, n)
-        out.append(
-            f"retention passes deleting a segment in each of {n} partitions ({started} "
-            f"deleted): bystander {stall(samples)}"
-        )
-    return out
-
-
-def expiring(s: socket.socket, n: int) -> None:
-    """Topic ``scale-expiring`` of ``n`` partitions, each with two segments, the first an
-    hour old (segment.bytes 100, retention.ms one minute): the next retention pass deletes it."""
-    from kgroupd.protocol.records import build_batch
-
-    configs = [
-        {"name": "segment.bytes", "value": "100"},
-        {"name": "retention.ms", "value": "60000"},
-    ]
-    topic = {"name": "scale-expiring", "num_partitions": n, "replication_factor": 1}
-    body = {"topics": [{**topic, "assignments": [], "configs": configs}], "timeout_ms": 60000}
-    raw, _ = raw_call(s, 19, 7, {**body, "validate_only": False})
-    result = h.decode_response(19, 7, raw)["topics"][0]
-    if result["error_code"]:
-        raise RuntimeError(f"CreateTopics scale-expiring: {result}")
-    old = int(time.time() * 1000) - 3_600_000
-    batch = build_batch([(0, b"k", b"v" * 200, old)])
-    parts = [{"index": p, "records": batch} for p in range(n)]
-    body = {
-        "transactional_id": None,
-        "acks": 1,
-        "timeout_ms": 30000,
-        "topic_data": [{"name": "scale-expiring", "partition_data": parts}],
-    }
-    for _ in range(2):
-        raw, _ = raw_call(s, 0, 9, body)
-        for t in h.decode_response(0, 9, raw)["responses"]:
-            for p in t["partition_responses"]:
-                if p["error_code"]:
-                    raise RuntimeError(f"produce scale-expiring-{p['index']}: {p['error_code']}")
-
-
-def log_starts(s: socket.socket, n: int) -> int:
-    """How many partitions of ``scale-expiring`` start at offset 1 (retention took the
-    first segment)."""
-    parts = [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -2} for p in range(n)]
-    body = {
-        "replica_id": -1,
-        "isolation_level": 0,
-        "topics": [{"name": "scale-expiring", "partitions": parts}],
-    }
-    raw, _ = raw_call(s, 2, 7, body)
-    resp = h.decode_response(2, 7, raw)
-    return sum(1 for t in resp["topics"] for p in t["partitions"] if p["offset"] == 1)
-
-
-def topics_phase(port: int, by: Bystander, args: argparse.Namespace) -> list[str]:
-    """CreateTopics of one small topic, then DeleteTopics of it, ``--repeat`` times: each
-    rewrites the topic table (``--seed-topics`` topics and more)."""
-    created, deleted, create_samples, delete_samples = [], [], [], []
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        for i in range(args.repeat):
-            topic = {"name": f"scale-small-{i}", "num_partitions": 1, "replication_factor": 1}
-            body = {"topics": [{**topic, "assignments": [], "configs": []}], "timeout_ms": 60000}
-            by.mark()
-            raw, took = raw_call(s, 19, 7, {**body, "validate_only": False})
-            create_samples += by.take()
-            created.append(took)
-            result = h.decode_response(19, 7, raw)["topics"][0]
-            if result["error_code"]:
-                raise RuntimeError(f"CreateTopics: {result}")
-            by.mark()
-            raw, took = raw_call(
-                s, 20, 6, {"topics": [{"name": topic["name"]}], "timeout_ms": 60000}
-            )
-            delete_samples += by.take()
-            deleted.append(took)
-            result = h.decode_response(20, 6, raw)["responses"][0]
-            if result["error_code"]:
-                raise RuntimeError(f"DeleteTopics: {result}")
-            time.sleep(0.2)
-        if args.batch_topics:
-            many = [f"scale-batch-{i}" for i in range(args.batch_topics)]
-            spec = {"num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
-            body = {
-                "topics": [{"name": n, **spec} for n in many],
-                "timeout_ms": 60000,
-                "validate_only": False,
-            }
-            by.mark()
-            raw, batch_created = raw_call(s, 19, 7, body)
-            batch_create_samples = by.take()
-            codes = {t["error_code"] for t in h.decode_response(19, 7, raw)["topics"]}
-            if codes != {0}:
-                raise RuntimeError(f"CreateTopics of {len(many)}: {codes}")
-            by.mark()
-            body = {"topics": [{"name": n} for n in many], "timeout_ms": 60000}
-            raw, batch_deleted = raw_call(s, 20, 6, body)
-            batch_delete_samples = by.take()
-            codes = {t["error_code"] for t in h.decode_response(20, 6, raw)["responses"]}
-            if codes != {0}:
-                raise RuntimeError(f"DeleteTopics of {len(many)}: {codes}")
-    topics = args.seed_topics + args.partitions // max(1, args.per_request)
-    batch = []
-    if args.batch_topics:
-        batch = [
-            f"CreateTopics of {args.batch_topics} topics of 1 partition in one request: request "
-            f"{batch_created * 1000:.0f} ms; bystander {stall(batch_create_samples)}",
-            f"DeleteTopics of them in one request: request {batch_deleted * 1000:.0f} ms; "
-            f"bystander {stall(batch_delete_samples)}",
-        ]
-    return [
-        *batch,
-        f"CreateTopics of 1 partition with {topics} topics x {args.repeat}: request "
-        f"{max(created) * 1000:.0f} ms max; bystander {stall(create_samples)}",
-        f"DeleteTopics of it x {args.repeat}: request {max(deleted) * 1000:.0f} ms max; "
-        f"bystander {stall(delete_samples)}",
-    ]
-
-
-def seed_topics(data_dir: Path, args: argparse.Namespace) -> None:
-    """``--seed-topics`` topics in ``topics.json`` (format 1), read at the broker's start."""
-    table = {
-        f"seed-{i}": {
-            "partitions": args.seed_partitions,
-            "configs": {},
-            "topic_id": str(uuid.uuid4()),
-        }
-        for i in range(args.seed_topics)
-    }
-    (data_dir / "topics.json").write_text(json.dumps({"version": 1, "topics": table}))
 
 
 def ready(http: int) -> bool:
