@@ -64,7 +64,7 @@ def _remove_later(directories: list[Path]) -> None:
 _PLAIN = re.compile(r"[a-zA-Z0-9._-]+")  # a legal topic name: JSON as it is
 
 
-def _entry(name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID) -> bytes:
+def _entry(name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | str) -> bytes:
     """One topic's entry in topics.json (``"name": {...}``; JSON's escapes keep it ASCII)."""
     key = f'"{name}"' if _PLAIN.fullmatch(name) else json.dumps(name)
     spec = json.dumps(configs) if configs else "{}"
@@ -283,7 +283,8 @@ class TopicStore:
             topic = topics.create(
                 name, spec["partitions"], spec["configs"], uuid.UUID(spec["topic_id"])
             )
-            entries[name] = _entry(name, len(topic.partitions), topic.configs, topic.topic_id)
+            # (the id as read: str() of 100,000 UUIDs would add 0.13 s to the start)
+            entries[name] = _entry(name, len(topic.partitions), topic.configs, spec["topic_id"])
             segment_bytes = int(topic.config("segment.bytes"))
             index_interval = int(topic.config("index.interval.bytes"))
             for plog in topic.partitions:
