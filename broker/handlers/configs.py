@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Awaitable
 
 from kgroupd.broker.handlers.group_configs import alter_group
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
@@ -30,6 +31,7 @@ from kgroupd.broker.log.topics import (
     validate_configs,
     validate_topic_name,
 )
+from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import CLUSTER_ALTER_CONFIGS, TOPIC_ALTER_CONFIGS
 from kgroupd.protocol.errors import ErrorCode
@@ -47,16 +49,48 @@ def _refuse(message: str, code: ErrorCode = ErrorCode.INVALID_REQUEST) -> TopicE
 
 
 @handler(33)
-def handle_alter_configs(ctx: RequestContext, req: Fields) -> Fields:
-    return {"responses": _answer(ctx, req, incremental=False)}
+def handle_alter_configs(ctx: RequestContext, req: Fields) -> Fields | Awaitable[Fields]:
+    return _respond(ctx, req, incremental=False)
 
 
 @handler(44)
-def handle_incremental_alter_configs(ctx: RequestContext, req: Fields) -> Fields:
-    return {"responses": _answer(ctx, req, incremental=True)}
+def handle_incremental_alter_configs(
+    ctx: RequestContext, req: Fields
+) -> Fields | Awaitable[Fields]:
+    return _respond(ctx, req, incremental=True)
 
 
-def _answer(ctx: RequestContext, req: Fields, incremental: bool) -> list[Fields]:
+def _respond(ctx: RequestContext, req: Fields, incremental: bool) -> Fields | Awaitable[Fields]:
+    """The answer; once the topics whose retention changed had it applied (as Kafka's
+    dynamic config update: at once, not only at the next --log-retention-check-interval-ms
+    pass), by a coroutine that gives the event loop back as the periodic pass does (a topic
+    of 100,000 partitions) unless a request quota is on (answered at once then: the throttle
+    time goes into the fields)."""
+    retained: list[str] = []
+    answer = {"responses": _answer(ctx, req, incremental, retained)}
+    if not retained:
+        return answer
+    if ctx.broker.throttle.enabled(REQUEST_QUOTA):
+        for name in retained:
+            _retained(ctx, name, ctx.broker.topics.apply_retention(now_ms(), only=name))
+        return answer
+    return _answer_after_retention(ctx, answer, retained)
+
+
+async def _answer_after_retention(ctx: RequestContext, answer: Fields, names: list[str]) -> Fields:
+    for name in names:
+        _retained(ctx, name, await ctx.broker.topics.retention_pass(now_ms(), only=name))
+    return answer
+
+
+def _retained(ctx: RequestContext, name: str, dropped: int) -> None:
+    if dropped:
+        ctx.log.info("retention", topic=name, batches_deleted=dropped)
+
+
+def _answer(
+    ctx: RequestContext, req: Fields, incremental: bool, retained: list[str]
+) -> list[Fields]:
     resources = req["resources"]
     seen = Counter((r["resource_type"], r["resource_name"]) for r in resources)
     out = []
@@ -66,7 +100,7 @@ def _answer(ctx: RequestContext, req: Fields, incremental: bool) -> list[Fields]
             try:
                 if seen[(res["resource_type"], res["resource_name"])] > 1:
                     raise _refuse("Each resource must appear at most once.")
-                _alter(ctx, res, incremental, req["validate_only"])
+                _alter(ctx, res, incremental, req["validate_only"], retained)
             except TopicError as exc:
                 code, message = exc.code, exc.message
             out.append(
@@ -80,7 +114,9 @@ def _answer(ctx: RequestContext, req: Fields, incremental: bool) -> list[Fields]
     return out
 
 
-def _alter(ctx: RequestContext, res: Fields, incremental: bool, validate_only: bool) -> None:
+def _alter(
+    ctx: RequestContext, res: Fields, incremental: bool, validate_only: bool, retained: list[str]
+) -> None:
     configs = res["configs"]
     names = [c["name"] for c in configs]
     if len(set(names)) != len(names):
@@ -101,7 +137,8 @@ def _alter(ctx: RequestContext, res: Fields, incremental: bool, validate_only: b
     if rtype == BROKER and ctx.denies(CLUSTER_ALTER_CONFIGS, CLUSTER_NAME):
         raise _refuse("Authorization failed.", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if rtype == TOPIC:
-        _alter_topic(ctx, res["resource_name"], configs, incremental, validate_only)
+        if _alter_topic(ctx, res["resource_name"], configs, incremental, validate_only):
+            retained.append(res["resource_name"])
     elif rtype == BROKER:
         changed = [c["name"] for c in configs if c.get("config_operation", SET) != DELETE]
         _check_broker(ctx, res["resource_name"], changed)
@@ -129,7 +166,8 @@ _RETENTION = ("retention.ms", "retention.bytes")
 
 def _alter_topic(
     ctx: RequestContext, name: str, configs: list[Fields], incremental: bool, validate_only: bool
-) -> None:
+) -> bool:
+    """Whether the topic's retention changed (``_respond`` applies it)."""
     if not name:
         raise _refuse("Default topic resources are not allowed.")
     validate_topic_name(name)
@@ -147,12 +185,8 @@ def _alter_topic(
         before = [topic.config(k) for k in _RETENTION]
         topics.set_configs(name, checked)
         ctx.log.info("topic_configs_altered", topic=name, configs=checked)
-        if [topic.config(k) for k in _RETENTION] != before:
-            # as Kafka's dynamic config update: a changed retention applies at once, not
-            # only at the next --log-retention-check-interval-ms pass
-            dropped = topics.apply_retention(now_ms(), only=name)
-            if dropped:
-                ctx.log.info("retention", topic=name, batches_deleted=dropped)
+        return [topic.config(k) for k in _RETENTION] != before
+    return False
 
 
 def _apply_ops(current: dict[str, str], configs: list[Fields]) -> dict[str, str | None]:

@@ -516,15 +516,22 @@ class TopicManager:
                 dropped += log.apply_retention(retention_ms, retention_bytes, now_ms)
         return dropped
 
-    async def retention_pass(self, now_ms: int, slice_s: float = RETENTION_SLICE_S) -> int:
-        """``apply_retention`` over every topic (the periodic pass), the event loop given back
+    async def retention_pass(
+        self, now_ms: int, slice_s: float = RETENTION_SLICE_S, only: str | None = None
+    ) -> int:
+        """``apply_retention`` over every topic (the periodic pass; or only the topic ``only``:
+        an AlterConfigs of its retention), the event loop given back
         after each ``slice_s`` of work. A topic deleted meanwhile is skipped from there on;
         one created meanwhile waits for the next pass; configs are read again after each
         break (an AlterConfigs of retention applies them itself, at once)."""
         dropped = 0
         clock = time.perf_counter
         deadline = clock() + slice_s
-        for topic in list(self.topics.values()):
+        if only is None:
+            todo = list(self.topics.values())
+        else:
+            todo = [self.topics[only]] if only in self.topics else []
+        for topic in todo:
             index = 0
             while self.topics.get(topic.name) is topic and index < len(topic.partitions):
                 if "delete" not in topic.config("cleanup.policy"):

@@ -271,3 +271,17 @@ async def test_partition_count_follows_topics_as_they_come_grow_and_go() -> None
     assert topics.partition_count() == 6
     topics.delete("b")
     assert topics.partition_count() == 0
+
+
+async def test_a_retention_pass_of_one_topic_leaves_the_others() -> None:
+    """AlterConfigs of a topic's retention applies it to that topic at once (``only``)."""
+    topics = TopicManager()
+    for name in ("a", "b"):
+        topics.create(name, 2, {"retention.bytes": "0"})
+        _three_batches(topics, name, 2)
+    assert await topics.retention_pass(now_ms=1000, slice_s=0, only="a") == 4
+    assert await topics.retention_pass(now_ms=1000, only="gone") == 0
+    starts = {
+        (t.name, log.log_start_offset) for t in topics.topics.values() for log in t.partitions
+    }
+    assert starts == {("a", 2), ("b", 0)}
