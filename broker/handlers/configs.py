@@ -80,6 +80,7 @@ def _respond(ctx: RequestContext, req: Fields, incremental: bool) -> Fields | Aw
 async def _answer_after_retention(ctx: RequestContext, answer: Fields, names: list[str]) -> Fields:
     for name in names:
         _retained(ctx, name, await ctx.broker.topics.retention_pass(now_ms(), only=name))
+    await ctx.broker.topics.files_done()  # the segments are gone when answered
     return answer
 
 

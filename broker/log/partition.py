@@ -41,7 +41,7 @@ class SegmentStore(Protocol):
 
     def append(self, batch: bytes, base_offset: int, last_offset: int) -> None: ...
 
-    def delete_below(self, log_start_offset: int) -> int: ...
+    def delete_below(self, log_start_offset: int, later: bool = False) -> int: ...
 
     def read(
         self,
@@ -289,18 +289,21 @@ class PartitionLog:
         found = self.store.max_timestamp_batch()
         return [] if found is None else [found]
 
-    def apply_retention(self, retention_ms: int, retention_bytes: int, now_ms: int) -> int:
+    def apply_retention(
+        self, retention_ms: int, retention_bytes: int, now_ms: int, later: bool = False
+    ) -> int:
         """Drop whole batches (in memory) or whole segments (under --data-dir, as Kafka)
         from the head; returns how many were dropped.
 
-        The newest batch (the active segment) always stays.
+        The newest batch (the active segment) always stays. ``later``: the segment files go
+        on the storage's file thread (``PartitionStore.delete_below``).
         """
         if self.store is not None:
             start = self.store.retention_start(retention_ms, retention_bytes, now_ms)
             if start is None or start <= self.log_start_offset:
                 return 0
             self.log_start_offset = start
-            dropped = self.store.delete_below(start)
+            dropped = self.store.delete_below(start, later)
             self.size_bytes = self.store.size
             self._drop_cached_below(start)
             self.txn.trim(start)

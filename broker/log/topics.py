@@ -257,6 +257,8 @@ class TopicStore(Protocol):
 
     def held(self) -> contextlib.AbstractContextManager[None]: ...
 
+    def files_done(self) -> asyncio.Future[None] | None: ...
+
     def set_segment_bytes(self, name: str, segment_bytes: int) -> None: ...
 
     def set_index_interval(self, name: str, index_interval: int) -> None: ...
@@ -306,6 +308,13 @@ class TopicManager:
         it ends (``TopicStore.held``): for a request changing many topics. Nothing inside may
         wait."""
         return contextlib.nullcontext() if self.store is None else self.store.held()
+
+    async def files_done(self) -> None:
+        """Under --data-dir: once the segment files retention left to the storage's file
+        thread are deleted (``retention_pass``)."""
+        done = None if self.store is None else self.store.files_done()
+        if done is not None:
+            await done
 
     def view(self) -> dict[str, tuple[uuid.UUID, int]]:
         """Every topic as ``name -> (topic id, partition count)``."""
@@ -538,9 +547,12 @@ class TopicManager:
                     break  # compact only: the cleaner keeps the latest of each key instead
                 retention_ms = int(topic.config("retention.ms"))
                 retention_bytes = int(topic.config("retention.bytes"))
+                # the files on a thread, but not beside the cleaner (compact,delete)
+                later = not topic.compacted
                 logs = topic.partitions
                 while index < len(logs):
-                    dropped += logs[index].apply_retention(retention_ms, retention_bytes, now_ms)
+                    log = logs[index]
+                    dropped += log.apply_retention(retention_ms, retention_bytes, now_ms, later)
                     index += 1
                     if clock() >= deadline:
                         break

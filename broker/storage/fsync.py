@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import structlog
@@ -48,6 +49,25 @@ class FsyncWorker:
         self.timed: Callable[[float], None] | None = None
         self._thread = threading.Thread(target=self._run, name="kgroupd-fsync", daemon=True)
         self._thread.start()
+        # File work that need not hold the event loop nor wait for an answer (retention's
+        # checkpoints and segment deletions), one job at a time in order (``later``).
+        self._later: ThreadPoolExecutor | None = None
+        # Held around every write of a partition's log-start-offset file (the loop's and
+        # ``later``'s): the one written last holds the latest start.
+        self.start_lock = threading.Lock()
+
+    def drained(self) -> asyncio.Future[None] | None:
+        """A future for when every ``later`` job given so far is done (None: none ever)."""
+        if self._later is None:
+            return None
+        return asyncio.wrap_future(self._later.submit(_nothing), loop=self.loop)
+
+    def later(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the file thread, after the jobs given before it; ``close`` waits for
+        them all."""
+        if self._later is None:
+            self._later = ThreadPoolExecutor(1, thread_name_prefix="kgroupd-files")
+        self._later.submit(job)
 
     def dirty(self, fd: int) -> None:
         """``fd`` was written to; under ``interval`` it is fsynced at the next tick."""
@@ -147,11 +167,18 @@ class FsyncWorker:
         return error
 
     def close(self) -> None:
-        """Fsync what is dirty and stop the thread."""
+        """Finish the ``later`` jobs, fsync what is dirty and stop the thread."""
+        if self._later is not None:
+            self._later.shutdown(wait=True)
+            self._later = None
         with self._cond:
             self._stopping = True
             self._cond.notify()
         self._thread.join()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _resolve(waiters: list[asyncio.Future[None]], error: OSError | None) -> None:

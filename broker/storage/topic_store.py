@@ -13,6 +13,7 @@ retention.bytes; DeleteRecords deletes those wholly below the new log start offs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import json
@@ -152,6 +153,10 @@ class TopicStore:
             os.close(fd)
         os.replace(tmp, path)
         fsync_dir(self.root)
+
+    def files_done(self) -> asyncio.Future[None] | None:
+        """A future for when the file work retention left to the file thread is done."""
+        return self.worker.drained()
 
     def attach(
         self,
