@@ -31,37 +31,65 @@ def retention_phase(port: int, by: Bystander, args: argparse.Namespace) -> list[
     n = args.retention_deletes
     if n:
         with socket.create_connection(("127.0.0.1", port)) as s:
-            expiring(s, n)
+            expiring(s, n, "scale-expiring", "60000")
             by.mark()
             deadline = time.perf_counter() + 60
             while time.perf_counter() < deadline:
                 time.sleep(args.retention_check_ms / 1000)
-                if log_starts(s, n) == n:
+                if log_starts(s, n, "scale-expiring") == n:
                     break
             samples = by.take()
-            started = log_starts(s, n)
-        out.append(
-            f"retention passes deleting a segment in each of {n} partitions ({started} "
-            f"deleted): bystander {stall(samples)}"
-        )
+            started = log_starts(s, n, "scale-expiring")
+            out.append(
+                f"retention passes deleting a segment in each of {n} partitions ({started} "
+                f"deleted): bystander {stall(samples)}"
+            )
+            out.append(alter_retention(s, by, n))
     return out
 
 
-def expiring(s: socket.socket, n: int) -> None:
-    """Topic ``scale-expiring`` of ``n`` partitions, each with two segments, the first an
-    hour old (segment.bytes 100, retention.ms one minute): the next retention pass deletes it."""
+def alter_retention(s: socket.socket, by: Bystander, n: int) -> str:
+    """IncrementalAlterConfigs lowering retention.ms of a topic of ``n`` partitions whose first
+    segments are an hour old: the broker applies it before the answer."""
+    expiring(s, n, "scale-altered", "604800000")
+    body = {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "scale-altered",
+                "configs": [{"name": "retention.ms", "value": "60000", "config_operation": 0}],
+            }
+        ],
+        "validate_only": False,
+    }
+    by.mark()
+    raw, took = raw_call(s, 44, 1, body)
+    samples = by.take()
+    result = h.decode_response(44, 1, raw)["responses"][0]
+    if result["error_code"]:
+        raise RuntimeError(f"IncrementalAlterConfigs: {result}")
+    started = log_starts(s, n, "scale-altered")
+    return (
+        f"IncrementalAlterConfigs retention.ms of {n} partitions ({started} segments deleted "
+        f"when answered): request {took * 1000:.0f} ms; bystander {stall(samples)}"
+    )
+
+
+def expiring(s: socket.socket, n: int, name: str, retention_ms: str) -> None:
+    """Topic ``name`` of ``n`` partitions, each with two segments, the first an hour old
+    (segment.bytes 100; with retention.ms one minute the next retention pass deletes it)."""
     from kgroupd.protocol.records import build_batch
 
     configs = [
         {"name": "segment.bytes", "value": "100"},
-        {"name": "retention.ms", "value": "60000"},
+        {"name": "retention.ms", "value": retention_ms},
     ]
-    topic = {"name": "scale-expiring", "num_partitions": n, "replication_factor": 1}
+    topic = {"name": name, "num_partitions": n, "replication_factor": 1}
     body = {"topics": [{**topic, "assignments": [], "configs": configs}], "timeout_ms": 60000}
     raw, _ = raw_call(s, 19, 7, {**body, "validate_only": False})
     result = h.decode_response(19, 7, raw)["topics"][0]
     if result["error_code"]:
-        raise RuntimeError(f"CreateTopics scale-expiring: {result}")
+        raise RuntimeError(f"CreateTopics {name}: {result}")
     old = int(time.time() * 1000) - 3_600_000
     batch = build_batch([(0, b"k", b"v" * 200, old)])
     parts = [{"index": p, "records": batch} for p in range(n)]
@@ -69,24 +97,24 @@ def expiring(s: socket.socket, n: int) -> None:
         "transactional_id": None,
         "acks": 1,
         "timeout_ms": 30000,
-        "topic_data": [{"name": "scale-expiring", "partition_data": parts}],
+        "topic_data": [{"name": name, "partition_data": parts}],
     }
     for _ in range(2):
         raw, _ = raw_call(s, 0, 9, body)
         for t in h.decode_response(0, 9, raw)["responses"]:
             for p in t["partition_responses"]:
                 if p["error_code"]:
-                    raise RuntimeError(f"produce scale-expiring-{p['index']}: {p['error_code']}")
+                    raise RuntimeError(f"produce {name}-{p['index']}: {p['error_code']}")
 
 
-def log_starts(s: socket.socket, n: int) -> int:
-    """How many partitions of ``scale-expiring`` start at offset 1 (retention took the
-    first segment)."""
+def log_starts(s: socket.socket, n: int, name: str) -> int:
+    """How many partitions of ``name`` start at offset 1 (retention took the first
+    segment)."""
     parts = [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -2} for p in range(n)]
     body = {
         "replica_id": -1,
         "isolation_level": 0,
-        "topics": [{"name": "scale-expiring", "partitions": parts}],
+        "topics": [{"name": name, "partitions": parts}],
     }
     raw, _ = raw_call(s, 2, 7, body)
     resp = h.decode_response(2, 7, raw)

@@ -21,7 +21,8 @@ round trip is at least as long as the loop was held. Phases:
 - ``retention`` (with ``--retention-check-ms``: the broker runs its retention pass over every
   partition that often): the bystander through ``--retention-passes`` passes, idle otherwise;
   then, with ``--retention-deletes N``, through passes deleting an hour-old segment in each
-  of N partitions (a topic made for it) until all are deleted.
+  of N partitions (a topic made for it) until all are deleted, and through an
+  IncrementalAlterConfigs lowering retention.ms of another such topic (applied at once).
 - ``topics`` (disk, with ``--seed-topics``: that many topics of ``--seed-partitions`` are in
   the data dir's ``topics.json`` before the start): CreateTopics of one topic of one partition,
   then DeleteTopics of it, ``--repeat`` times each (each rewrites the topic table); then one
