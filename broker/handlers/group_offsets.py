@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from kgroupd.broker.coordinator import (
@@ -135,29 +136,38 @@ def _offset_commit(
             version >= 9,  # group_id_not_found
         ),
     )
-    result = broker.coordinator.commit_offsets(cmd) if cmd_topics else None
-    answered: Any = result.topics if result is not None else ()
+    # None: every partition answered NONE (no answer pair built per partition)
+    result = broker.coordinator.commit_offsets_errors(cmd) if cmd_topics else None
+    if result is None and not refused and ids is None:  # the usual answer: the same bytes
+        # keyed by what was asked (ints and names: no ErrorCode hashed)
+        key = (version, *[(t[0], tuple(map(_first, t[1]))) for t in cmd_topics])
+        body = _answers.get(key)
+        if body is None:
+            body = encode_offset_commit_response(version, _all_clear(cmd_topics))
+            if len(_answers) >= _ANSWERS_CACHED:
+                _answers.clear()
+            _answers[key] = body
+        return body, bool(cmd_topics)
+    answered: Any = result.topics if result is not None else _all_clear(cmd_topics)
     if refused:  # rare: merged per topic, as Kafka's response builder does
         if ids is not None:
             answered = [(ids[i], parts) for i, (_name, parts) in enumerate(answered)]
             ids = None
         answered = merge_answers(answered, refused)
     # The coordinator answers topics in the order asked: v10 names them by the ids asked.
-    if ids is None and not refused:  # the usual answer: the same bytes as last time
-        key = (version, answered)
-        body = _answers.get(key)
-        if body is None:
-            body = encode_offset_commit_response(version, answered)
-            if len(_answers) >= _ANSWERS_CACHED:
-                _answers.clear()
-            _answers[key] = body
-        return body, result is not None
-    return encode_offset_commit_response(version, answered, ids), result is not None
+    return encode_offset_commit_response(version, answered, ids), bool(cmd_topics)
 
 
-# (version, the coordinator's answer) -> its encoding: a consumer commits the same partitions
-# over and over, and gets the same answer (all clear) each time
-_answers: dict[tuple[int, Any], bytes] = {}
+def _all_clear(topics: tuple[OffsetCommitTopic, ...]) -> tuple[Any, ...]:
+    """Every partition of ``topics`` answered NONE."""
+    return tuple((name, tuple((p[0], _NONE) for p in parts)) for name, parts in topics)
+
+
+_NONE = ErrorCode.NONE
+_first = itemgetter(0)
+# (version, (topic, partitions asked), ...) -> the encoded all-clear answer: a consumer commits
+# the same partitions over and over, and gets the same answer (all clear) each time
+_answers: dict[tuple[Any, ...], bytes] = {}
 _ANSWERS_CACHED = 1024
 
 
