@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,12 @@ from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext
 from kgroupd.broker.security.rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE, TOPIC_READ
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import decode_offset_commit, encode_offset_commit_response
-from kgroupd.protocol.fast.commit import FLEXIBLE_FROM
+from kgroupd.protocol.fast.commit import (
+    FLEXIBLE_FROM,
+    CommitShape,
+    learn_offset_commit,
+    match_offset_commit,
+)
 
 if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
@@ -54,14 +60,71 @@ def hot_offset_commit(
     not under ``--fsync always`` (an answer held for its fsync)."""
     if broker.durability is not None and broker.config.fsync_mode == "always":
         return None
-    try:
-        req = decode_offset_commit(frame, pos, version)
-    except Exception:
-        return None  # the general path reads it again, and closes the connection
-    body = _offset_commit(broker, access, req, version)[0]
+    body = None
+    if access is None:  # a consumer's commit again: its shape's fields, without the decoder
+        matched = match_offset_commit(frame, pos, version)
+        if matched is not None:
+            body = _shaped(broker, version, *matched)
+    if body is None:
+        try:
+            req = decode_offset_commit(frame, pos, version)
+        except Exception:
+            return None  # the general path reads it again, and closes the connection
+        if access is None:
+            learn_offset_commit(frame, pos, version, req)
+        body = _offset_commit(broker, access, req, version)[0]
     if version >= FLEXIBLE_FROM:
         return _HEAD1.pack(len(body) + 5, corr, 0) + body, 0
     return _HEAD0.pack(len(body) + 4, corr) + body, 0
+
+
+def _shaped(
+    broker: Broker,
+    version: int,
+    shape: CommitShape,
+    offsets: tuple[int, ...],
+    epochs: tuple[int, ...],
+) -> bytes | None:
+    """``_offset_commit``'s answer to a request of a known shape (no authorizer), or None
+    (the topic is unknown or lacks a partition asked: the general path answers)."""
+    topic = broker.topics.topics.get(shape.name)
+    state = shape.state
+    if state is None or state[0] is not topic:  # what _offset_commit checks, once per topic
+        indexes = shape.indexes
+        if topic is None or min(indexes) < 0 or max(indexes) >= len(topic.partitions):
+            return None
+        fields = shape.fields
+        answer = ((shape.name, tuple((p, _NONE) for p in indexes)),)
+        state = shape.state = (
+            topic,
+            max(indexes),
+            encode_offset_commit_response(version, answer),
+            fields["group_id"],
+            fields["generation_id_or_member_epoch"],
+            fields["member_id"],
+            fields["group_instance_id"],
+            fields["retention_time_ms"],
+            version >= 9,  # group_id_not_found
+        )
+    elif state[1] >= len(topic.partitions):
+        return None
+    entries = list(zip(shape.indexes, offsets, epochs, repeat(shape.metadata)))
+    cmd = _tuple_new(  # OffsetCommit's fields in order
+        OffsetCommit,
+        (
+            state[3],
+            (_tuple_new(OffsetCommitTopic, (shape.name, entries)),),
+            state[4],
+            state[5],
+            state[6],
+            state[7],
+            state[8],
+        ),
+    )
+    result = broker.coordinator.commit_offsets_errors(cmd)
+    if result is None:  # every partition committed
+        return state[2]
+    return encode_offset_commit_response(version, result.topics)
 
 
 _HEAD0 = struct.Struct(">ii")  # size, correlation id (response header v0)

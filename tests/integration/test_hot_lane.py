@@ -21,6 +21,7 @@ import pytest_asyncio
 from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
+from kgroupd.protocol.fast import commit as commit_module
 from kgroupd.protocol.messages import lookup
 
 TOPIC = "lane-topic"
@@ -242,3 +243,62 @@ async def test_the_lane_asks_the_authorizer() -> None:
             answer = await wire.both(8, 2, **body)
             assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
         writer.close()
+
+
+@pytest.mark.asyncio
+async def test_commits_of_a_known_shape(server: KafkaServer, wire: Wire) -> None:
+    """A consumer's commit again (the same bytes but its offsets) is read from the shape the
+    lane learned, and still answers as the general path: every version by name, then a topic
+    deleted, recreated with fewer partitions, and a metadata over the limit."""
+    topics = server.broker.topics
+    topics.create("lane-shape", 2)
+    shard = server.broker.coordinator.shard_for
+    for version in range(10):
+        group = f"lane-shape-{version}"
+        for round_ in range(3):
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [
+                    {
+                        "name": "lane-shape",
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": 100 * round_ + p}
+                            for p in (1, 0)
+                        ],
+                    }
+                ],
+            }
+            answer = await wire.both(8, version, **body)
+            assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [0, 0]
+            assert shard(group).offsets[group]["lane-shape"][1].offset == 100 * round_ + 1
+            if version >= 6:
+                assert shard(group).offsets[group]["lane-shape"][0].leader_epoch == -1
+    # the lane did read them from their shapes (the broker's checks of the topic kept there)
+    shapes = [s for s in commit_module._shapes.values() if s.name == "lane-shape"]
+    assert {s.version for s in shapes if s.state is not None} == set(range(10))
+    body = {
+        "group_id": "lane-shape-gone",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {
+                "name": "lane-shape",
+                "partitions": [{"partition_index": p, "committed_offset": 7} for p in (0, 1)],
+            }
+        ],
+    }
+    for _ in range(2):  # learned
+        await wire.both(8, 2, **body)
+    topics.delete("lane-shape")
+    answer = await wire.both(8, 2, **body)
+    assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [3, 3]
+    topics.create("lane-shape", 1)
+    answer = await wire.both(8, 2, **body)
+    assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [0, 3]
+    # a simple group's commit with a generation: UNKNOWN_MEMBER_ID for each partition
+    errors = {**body, "generation_id_or_member_epoch": 3}
+    for _ in range(2):
+        answer = await wire.both(8, 2, **errors)
+        assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [25, 3]
