@@ -105,6 +105,7 @@ def _shaped(
             fields["group_instance_id"],
             fields["retention_time_ms"],
             version >= 9,  # group_id_not_found
+            broker.coordinator.shard_for(fields["group_id"]),  # this broker's (as the topic)
         )
     elif state[1] >= len(topic.partitions):
         return None
@@ -121,7 +122,7 @@ def _shaped(
             state[8],
         ),
     )
-    result = broker.coordinator.commit_offsets_errors(cmd)
+    result = state[9].commit_offsets_errors(cmd)
     if result is None:  # every partition committed
         return state[2]
     return encode_offset_commit_response(version, result.topics)

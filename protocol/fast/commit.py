@@ -378,7 +378,7 @@ class CommitShape:
         version: int,
         prefix: bytes,
         suffix: bytes,
-        fields: dict[str, object],
+        fields: dict[str, Any],
         name: str,
         indexes: tuple[int, ...],
         metadata: str | None,
@@ -394,7 +394,7 @@ class CommitShape:
         self.name = name
         self.indexes = indexes
         self.metadata = metadata
-        self.many = struct.Struct(">" + head.format[1:] * count)
+        self.many = _many(head, count)
         self.k = len(head.format) - 1
         mark = _EMPTY_META[layout] if metadata is not None else _NULL_META[layout]
         self.lengths = (mark,) * count
@@ -433,16 +433,17 @@ def match_offset_commit(
     (decode it, and ``learn_offset_commit``): the same fields as ``decode_offset_commit``
     would read (``shape.fields``, one topic ``shape.name``: ``shape.indexes`` with these
     offsets and epochs, every metadata ``shape.metadata``)."""
+    # _shape_key inlined: a group id's length of several bytes (flexible) or a body cut short
+    # reads a key no shape has
     n = len(frame)
-    if pos + 2 > n:
+    try:
+        if version >= FLEXIBLE_FROM:
+            end = pos + frame[pos]
+        else:
+            end = pos + 2 + (frame[pos] << 8 | frame[pos + 1])
+    except IndexError:
         return None
-    if version >= FLEXIBLE_FROM:
-        if frame[pos] >= 0x80:
-            return None
-        end = pos + frame[pos]
-    else:
-        end = pos + 2 + (frame[pos] << 8 | frame[pos + 1])
-    shape = _shapes.get((version, n - pos, frame[pos:end]))  # _shape_key inlined
+    shape = _shapes.get((version, n - pos, frame[pos:end]))
     if shape is None or not frame.startswith(shape.prefix, pos):
         return None
     values = shape.many.unpack_from(frame, pos + shape.start)
@@ -468,8 +469,6 @@ def learn_offset_commit(
         return None
     metadata = parts[0][3]
     if metadata not in ("", None) or any(p[3] != metadata for p in parts):
-        return None
-    if metadata is None and any(p[3] is not None for p in parts):
         return None
     key = _shape_key(frame, pos, version)
     if key is None:
