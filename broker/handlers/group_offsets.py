@@ -61,17 +61,16 @@ def hot_offset_commit(
     if broker.durability is not None and broker.config.fsync_mode == "always":
         return None
     body = None
-    if access is None:  # a consumer's commit again: its shape's fields, without the decoder
-        matched = match_offset_commit(frame, pos, version)
-        if matched is not None:
-            body = _shaped(broker, version, *matched)
+    # a consumer's commit again: its shape's fields, without the decoder
+    matched = match_offset_commit(frame, pos, version)
+    if matched is not None:
+        body = _shaped(broker, access, version, *matched)
     if body is None:
         try:
             req = decode_offset_commit(frame, pos, version)
         except Exception:
             return None  # the general path reads it again, and closes the connection
-        if access is None:
-            learn_offset_commit(frame, pos, version, req)
+        learn_offset_commit(frame, pos, version, req)
         body = _offset_commit(broker, access, req, version)[0]
     if version >= FLEXIBLE_FROM:
         return _HEAD1.pack(len(body) + 5, corr, 0) + body, 0
@@ -80,15 +79,21 @@ def hot_offset_commit(
 
 def _shaped(
     broker: Broker,
+    access: Access | None,
     version: int,
     shape: CommitShape,
     offsets: tuple[int, ...],
     epochs: tuple[int, ...],
 ) -> bytes | None:
-    """``_offset_commit``'s answer to a request of a known shape (no authorizer), or None
-    (the topic is unknown or lacks a partition asked: the general path answers)."""
+    """``_offset_commit``'s answer to a request of a known shape, or None: the topic is
+    unknown or lacks a partition asked, or the authorizer refuses (the general path
+    answers)."""
     topic = broker.topics.topics.get(shape.name)
     state = shape.state
+    if access is not None and (  # as _offset_commit asks (the decisions are cached)
+        GROUP_READ.denies(access, shape.fields["group_id"]) or TOPIC_READ.denies(access, shape.name)
+    ):
+        return None
     if state is None or state[0] is not topic:  # what _offset_commit checks, once per topic
         indexes = shape.indexes
         if topic is None or min(indexes) < 0 or max(indexes) >= len(topic.partitions):

@@ -233,15 +233,25 @@ async def test_the_lane_asks_the_authorizer() -> None:
             denied = {**ok, "group_id": "lane-denied"}
             assert (await wire.both(12, version, **denied))["error_code"] == 30
         parts = [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]
-        for group, code in (("lane-acl-commit", 0), ("lane-denied", 30)):
-            body = {
-                "group_id": group,
-                "generation_id_or_member_epoch": -1,
-                "member_id": "",
-                "topics": [{"name": TOPIC, "partitions": parts}],
-            }
-            answer = await wire.both(8, 2, **body)
-            assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
+
+        async def commits(expected: tuple[int, int]) -> None:
+            # again and again: the lane reads them from their shape, and still asks
+            for _ in range(3):
+                for group, code in zip(("lane-acl-commit", "lane-denied"), expected, strict=True):
+                    body = {
+                        "group_id": group,
+                        "generation_id_or_member_epoch": -1,
+                        "member_id": "",
+                        "topics": [{"name": TOPIC, "partitions": parts}],
+                    }
+                    answer = await wire.both(8, 2, **body)
+                    assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
+
+        await commits((0, 30))
+        topic_denied = {**deny, "resource_type": 2, "resource_name": TOPIC}  # READ on the topic
+        created = spec.decode_response(await wire.raw(30, 1, "setup", creations=[topic_denied]))
+        assert created["results"][0]["error_code"] == 0, created
+        await commits((29, 30))  # TOPIC_AUTHORIZATION_FAILED: the group is asked first
         writer.close()
 
 
