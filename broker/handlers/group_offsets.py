@@ -90,17 +90,13 @@ def _shaped(
     answers)."""
     topic = broker.topics.topics.get(shape.name)
     state = shape.state
-    if access is not None and (  # as _offset_commit asks (the decisions are cached)
-        GROUP_READ.denies(access, shape.fields["group_id"]) or TOPIC_READ.denies(access, shape.name)
-    ):
-        return None
     if state is None or state[0] is not topic:  # what _offset_commit checks, once per topic
         indexes = shape.indexes
         if topic is None or min(indexes) < 0 or max(indexes) >= len(topic.partitions):
             return None
         fields = shape.fields
         answer = ((shape.name, tuple((p, _NONE) for p in indexes)),)
-        state = shape.state = (
+        state = shape.state = [
             topic,
             max(indexes),
             encode_offset_commit_response(version, answer),
@@ -111,9 +107,18 @@ def _shaped(
             fields["retention_time_ms"],
             version >= 9,  # group_id_not_found
             broker.coordinator.shard_for(fields["group_id"]),  # this broker's (as the topic)
-        )
+            None,  # the connection's Access last allowed, under this authorizer version:
+            -1,
+        ]
     elif state[1] >= len(topic.partitions):
         return None
+    if access is not None and (state[10] is not access or state[11] != access.authorizer.version):
+        # READ on the group, then on the topic, as _offset_commit asks (a new principal or new
+        # ACLs ask again; a connection's principal and host are its Access's, fixed)
+        acls = access.authorizer.version
+        if GROUP_READ.denies(access, state[3]) or TOPIC_READ.denies(access, shape.name):
+            return None
+        state[10], state[11] = access, acls
     entries = list(zip(shape.indexes, offsets, epochs, repeat(shape.metadata)))
     cmd = _tuple_new(  # OffsetCommit's fields in order
         OffsetCommit,
