@@ -312,3 +312,48 @@ async def test_commits_of_a_known_shape(server: KafkaServer, wire: Wire) -> None
     for _ in range(2):
         answer = await wire.both(8, 2, **errors)
         assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [25, 3]
+
+
+@pytest.mark.asyncio
+async def test_consumer_group_member_commits_of_a_shape(server: KafkaServer, wire: Wire) -> None:
+    """A KIP-848 member commits with its member epoch, again and again (from its shape), and
+    a stale epoch is refused as the general path refuses it."""
+    group = "lane-cg-commit"
+    spec = lookup(68, 0)
+    assert spec is not None
+    join = {
+        "group_id": group,
+        "member_id": "",
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": [TOPIC],
+        "topic_partitions": [],
+    }
+    got = spec.decode_response(await wire.raw(68, 0, "setup", **join))
+    assert got["error_code"] == 0, got
+    member, epoch = got["member_id"], got["member_epoch"]
+    for version in (9, 8):
+        for offset, member_epoch in ((5, epoch), (6, epoch), (7, epoch + 3), (8, epoch)):
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": member_epoch,
+                "member_id": member,
+                "topics": [
+                    {
+                        "name": TOPIC,
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": offset} for p in (0, 1)
+                        ],
+                    }
+                ],
+            }
+            answer = await wire.both(8, version, **body)
+            codes = [p["error_code"] for p in answer["topics"][0]["partitions"]]
+            if version < 9:  # a member of a consumer group commits from v9 on (KIP-848)
+                assert codes == [35, 35], (version, answer)  # UNSUPPORTED_VERSION
+            elif member_epoch == epoch:
+                assert codes == [0, 0], (version, answer)
+                stored = server.broker.coordinator.shard_for(group).offsets[group][TOPIC]
+                assert stored[1].offset == offset
+            else:
+                assert codes[0] != 0 and codes[0] == codes[1], (version, answer)
