@@ -145,6 +145,11 @@ class GroupCoordinator:
         shard = self.shards[partition_for(cmd.group_id, self.config.offsets_partitions)]
         return shard.commit_offsets(cmd)
 
+    def commit_offsets_errors(self, cmd: OffsetCommit) -> OffsetCommitResult | None:
+        """``commit_offsets``, None when every partition answers NONE (the hot path)."""
+        shard = self.shards[partition_for(cmd.group_id, self.config.offsets_partitions)]
+        return shard.commit_offsets_errors(cmd)
+
     def fetch_offsets(self, cmd: OffsetFetch) -> OffsetFetchResult:
         return self.shard_for(cmd.group_id).fetch_offsets(cmd)
 

@@ -47,14 +47,32 @@ _BEATING = (GroupState.STABLE, GroupState.PREPARING_REBALANCE)
 _tuple_new = tuple.__new__  # a named tuple without its Python-level __new__
 
 
+def _too_large(metadata: str | None, limit: int) -> bool:
+    """offset.metadata.max.bytes exceeded (OFFSET_METADATA_TOO_LARGE)."""
+    return (
+        metadata is not None and len(metadata) > limit // 2 and java_string_length(metadata) > limit
+    )
+
+
+def _answers(partitions: Sequence[CommitPartitionLike], limit: int) -> list[tuple[int, ErrorCode]]:
+    """Each partition's answer to a commit that passed the group's checks."""
+    return [
+        (p[0], ErrorCode.OFFSET_METADATA_TOO_LARGE if _too_large(p[3], limit) else _NONE)
+        for p in partitions
+    ]
+
+
 def _applied(
-    partitions: Sequence[CommitPartitionLike], answers: Sequence[tuple[int, ErrorCode]]
+    partitions: Sequence[CommitPartitionLike], answers: Sequence[tuple[int, ErrorCode]] | None
 ) -> CommitEntries:
-    """The entries a commit applied (answered NONE), null metadata as the empty string."""
+    """The entries a commit applied (answered NONE; ``answers`` None: all of them), null
+    metadata as the empty string."""
+    if answers is None:
+        return [(p, o, e, m or "") for p, o, e, m in partitions]
     return [
         (p, o, e, m or "")
         for (p, o, e, m), (_, error) in zip(partitions, answers, strict=True)
-        if error is ErrorCode.NONE
+        if error is _NONE
     ]
 
 
@@ -62,6 +80,16 @@ class OffsetOps(ShardCore):
     # --- OffsetCommit ----------------------------------------------------------------------
     def commit_offsets(self, cmd: OffsetCommit) -> OffsetCommitResult:
         """OffsetCommit: one error per partition (group-level errors fill every partition)."""
+        result = self.commit_offsets_errors(cmd)
+        if result is not None:
+            return result
+        return OffsetCommitResult(
+            tuple((t.name, tuple((p[0], _NONE) for p in t.partitions)) for t in cmd.topics)
+        )
+
+    def commit_offsets_errors(self, cmd: OffsetCommit) -> OffsetCommitResult | None:
+        """``commit_offsets``, but None when every partition answers NONE (all committed):
+        the hot path then builds no answer pair per partition."""
         # availability_error inlined (the commit path is hot)
         error = self.availability_error() if self.loading or not self.owned else _NONE
         consumer = self.consumer_groups.get(cmd.group_id) if self.consumer_groups else None
@@ -95,13 +123,14 @@ class OffsetOps(ShardCore):
             return OffsetCommitResult(
                 tuple((t.name, tuple((p[0], error) for p in t.partitions)) for t in cmd.topics)
             )
-        member = group.members.get(cmd.member_id) if group is not None else None
-        if group is not None and member is not None and group.state in _BEATING:
-            self._reschedule_heartbeat(group, member)
+        if group is not None and group.state in _BEATING:
+            member = group.members.get(cmd.member_id)
+            if member is not None:
+                self._reschedule_heartbeat(group, member)
         now = self.timers.now_ms()  # self.now() inlined
-        counted = self.offsets_committed
         expire = None if cmd.retention_time_ms == -1 else now + cmd.retention_time_ms
         limit = self.config.offset_metadata_max_bytes
+        half = limit // 2
         group_id = cmd.group_id
         # The live path applies what replay(OffsetCommitRecord) would, without building a
         # record unless a sink persists it (the replay property test checks both agree).
@@ -109,24 +138,22 @@ class OffsetOps(ShardCore):
         # Records go to a batch sink a topic at a time, else one per partition to a plain one.
         commit_sink = self.commit_sink
         per_record = self.persisting and commit_sink is None
-        ok = _NONE
         # OffsetAndMetadata from a tuple without its Python-level __new__ (one a partition),
         # tuple.__new__ called directly (through functools.partial: ~1k instructions more)
         new_offset = _tuple_new
-        topics = []
+        committed = 0
+        refused = False  # a partition's metadata over the limit (answered per partition)
         for name, partitions in cmd.topics:
-            parts = []
             stored_parts = None
             clean = True  # each entry as a sink takes it: the sink gets ``partitions`` itself
+            too_large = False
             for partition, offset, leader_epoch, metadata in partitions:
                 if not metadata:
                     if metadata is None:
                         clean = False
                     metadata = ""
-                elif len(metadata) > limit // 2 and java_string_length(metadata) > limit:
-                    parts.append((partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
-                    self.offsets_committed -= 1  # counted with its topic below
-                    clean = False
+                elif len(metadata) > half and java_string_length(metadata) > limit:
+                    too_large = True
                     continue
                 if stored_parts is None:
                     if stored is None:
@@ -143,14 +170,25 @@ class OffsetOps(ShardCore):
                             group_id, name, partition, offset, leader_epoch, metadata, now, expire
                         )
                     )
-                parts.append((partition, ok))
+            if too_large:
+                refused = True
+                answers = _answers(partitions, limit)
+                committed += sum(1 for _p, e in answers if e is _NONE)
+                if commit_sink is not None and stored_parts is not None:
+                    commit_sink(group_id, name, _applied(partitions, answers), now, expire)
+                continue
+            committed += len(partitions)
             if commit_sink is not None and stored_parts is not None:
-                applied = cast(CommitEntries, partitions) if clean else _applied(partitions, parts)
+                applied = cast(CommitEntries, partitions) if clean else _applied(partitions, None)
                 commit_sink(group_id, name, applied, now, expire)
-            topics.append((name, tuple(parts)))
-            self.offsets_committed += len(parts)
-        self.events.offsets_committed(group_id, self.offsets_committed - counted)
-        return _tuple_new(OffsetCommitResult, (tuple(topics),))
+        self.offsets_committed += committed
+        self.events.offsets_committed(group_id, committed)
+        if not refused:
+            return None
+        return _tuple_new(
+            OffsetCommitResult,
+            (tuple((t.name, tuple(_answers(t.partitions, limit))) for t in cmd.topics),),
+        )
 
     @staticmethod
     def _validate_commit(group: ClassicGroup, cmd: OffsetCommit) -> ErrorCode:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from kgroupd.broker.coordinator import (
@@ -29,7 +31,12 @@ from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext
 from kgroupd.broker.security.rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE, TOPIC_READ
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import decode_offset_commit, encode_offset_commit_response
-from kgroupd.protocol.fast.commit import FLEXIBLE_FROM
+from kgroupd.protocol.fast.commit import (
+    FLEXIBLE_FROM,
+    CommitShape,
+    learn_offset_commit,
+    match_offset_commit,
+)
 
 if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
@@ -53,14 +60,82 @@ def hot_offset_commit(
     not under ``--fsync always`` (an answer held for its fsync)."""
     if broker.durability is not None and broker.config.fsync_mode == "always":
         return None
-    try:
-        req = decode_offset_commit(frame, pos, version)
-    except Exception:
-        return None  # the general path reads it again, and closes the connection
-    body = _offset_commit(broker, access, req, version)[0]
+    body = None
+    # a consumer's commit again: its shape's fields, without the decoder
+    matched = match_offset_commit(frame, pos, version)
+    if matched is not None:
+        body = _shaped(broker, access, version, *matched)
+    if body is None:
+        try:
+            req = decode_offset_commit(frame, pos, version)
+        except Exception:
+            return None  # the general path reads it again, and closes the connection
+        learn_offset_commit(frame, pos, version, req)
+        body = _offset_commit(broker, access, req, version)[0]
     if version >= FLEXIBLE_FROM:
         return _HEAD1.pack(len(body) + 5, corr, 0) + body, 0
     return _HEAD0.pack(len(body) + 4, corr) + body, 0
+
+
+def _shaped(
+    broker: Broker,
+    access: Access | None,
+    version: int,
+    shape: CommitShape,
+    offsets: tuple[int, ...],
+    epochs: tuple[int, ...],
+) -> bytes | None:
+    """``_offset_commit``'s answer to a request of a known shape, or None: the topic is
+    unknown or lacks a partition asked, or the authorizer refuses (the general path
+    answers)."""
+    topic = broker.topics.topics.get(shape.name)
+    state = shape.state
+    if state is None or state[0] is not topic:  # what _offset_commit checks, once per topic
+        indexes = shape.indexes
+        if topic is None or min(indexes) < 0 or max(indexes) >= len(topic.partitions):
+            return None
+        fields = shape.fields
+        answer = ((shape.name, tuple((p, _NONE) for p in indexes)),)
+        state = shape.state = [
+            topic,
+            max(indexes),
+            encode_offset_commit_response(version, answer),
+            fields["group_id"],
+            fields["generation_id_or_member_epoch"],
+            fields["member_id"],
+            fields["group_instance_id"],
+            fields["retention_time_ms"],
+            version >= 9,  # group_id_not_found
+            broker.coordinator.shard_for(fields["group_id"]),  # this broker's (as the topic)
+            None,  # the connection's Access last allowed, under this authorizer version:
+            -1,
+        ]
+    elif state[1] >= len(topic.partitions):
+        return None
+    if access is not None and (state[10] is not access or state[11] != access.authorizer.version):
+        # READ on the group, then on the topic, as _offset_commit asks (a new principal or new
+        # ACLs ask again; a connection's principal and host are its Access's, fixed)
+        acls = access.authorizer.version
+        if GROUP_READ.denies(access, state[3]) or TOPIC_READ.denies(access, shape.name):
+            return None
+        state[10], state[11] = access, acls
+    entries = list(zip(shape.indexes, offsets, epochs, repeat(shape.metadata)))
+    cmd = _tuple_new(  # OffsetCommit's fields in order
+        OffsetCommit,
+        (
+            state[3],
+            (_tuple_new(OffsetCommitTopic, (shape.name, entries)),),
+            state[4],
+            state[5],
+            state[6],
+            state[7],
+            state[8],
+        ),
+    )
+    result = state[9].commit_offsets_errors(cmd)
+    if result is None:  # every partition committed
+        return state[2]
+    return encode_offset_commit_response(version, result.topics)
 
 
 _HEAD0 = struct.Struct(">ii")  # size, correlation id (response header v0)
@@ -135,29 +210,38 @@ def _offset_commit(
             version >= 9,  # group_id_not_found
         ),
     )
-    result = broker.coordinator.commit_offsets(cmd) if cmd_topics else None
-    answered: Any = result.topics if result is not None else ()
+    # None: every partition answered NONE (no answer pair built per partition)
+    result = broker.coordinator.commit_offsets_errors(cmd) if cmd_topics else None
+    if result is None and not refused and ids is None:  # the usual answer: the same bytes
+        # keyed by what was asked (ints and names: no ErrorCode hashed)
+        key = (version, *[(t[0], tuple(map(_first, t[1]))) for t in cmd_topics])
+        body = _answers.get(key)
+        if body is None:
+            body = encode_offset_commit_response(version, _all_clear(cmd_topics))
+            if len(_answers) >= _ANSWERS_CACHED:
+                _answers.clear()
+            _answers[key] = body
+        return body, bool(cmd_topics)
+    answered: Any = result.topics if result is not None else _all_clear(cmd_topics)
     if refused:  # rare: merged per topic, as Kafka's response builder does
         if ids is not None:
             answered = [(ids[i], parts) for i, (_name, parts) in enumerate(answered)]
             ids = None
         answered = merge_answers(answered, refused)
     # The coordinator answers topics in the order asked: v10 names them by the ids asked.
-    if ids is None and not refused:  # the usual answer: the same bytes as last time
-        key = (version, answered)
-        body = _answers.get(key)
-        if body is None:
-            body = encode_offset_commit_response(version, answered)
-            if len(_answers) >= _ANSWERS_CACHED:
-                _answers.clear()
-            _answers[key] = body
-        return body, result is not None
-    return encode_offset_commit_response(version, answered, ids), result is not None
+    return encode_offset_commit_response(version, answered, ids), bool(cmd_topics)
 
 
-# (version, the coordinator's answer) -> its encoding: a consumer commits the same partitions
-# over and over, and gets the same answer (all clear) each time
-_answers: dict[tuple[int, Any], bytes] = {}
+def _all_clear(topics: tuple[OffsetCommitTopic, ...]) -> tuple[Any, ...]:
+    """Every partition of ``topics`` answered NONE."""
+    return tuple((name, tuple((p[0], _NONE) for p in parts)) for name, parts in topics)
+
+
+_NONE = ErrorCode.NONE
+_first = itemgetter(0)
+# (version, (topic, partitions asked), ...) -> the encoded all-clear answer: a consumer commits
+# the same partitions over and over, and gets the same answer (all clear) each time
+_answers: dict[tuple[Any, ...], bytes] = {}
 _ANSWERS_CACHED = 1024
 
 

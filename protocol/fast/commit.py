@@ -330,3 +330,200 @@ def encode_offset_commit_response(
     if flexible:
         out.append(b"\x00")
     return b"".join(out)
+
+
+# --- shapes: a consumer's commits again, read without decoding -----------------------------
+# A consumer commits the same partitions of the same group over and over: the request's bytes
+# are the same each time but for the offsets (and leader epochs). A shape is such a request's
+# bytes apart from those, learned from one decoded commit (one topic, every metadata "" or
+# every one null, v0-v9: topics by name); a later request of the same shape is read with one
+# struct call (its offsets and epochs), its other fields are the shape's.
+_SHAPES_CACHED = 1024
+_LAYOUTS = {  # per partition, as read in one go; the metadata's length (and tags) last
+    0: struct.Struct(">iqh"),
+    1: struct.Struct(">iqqh"),  # ..., commit timestamp (ignored), ...
+    6: struct.Struct(">iqih"),  # ..., committed leader epoch, ...
+    8: struct.Struct(">iqiH"),  # ..., metadata length + 1 (a byte) and no tags (a zero byte)
+}
+# what the last field reads for metadata "" and for null metadata (by layout)
+_EMPTY_META = {0: 0, 1: 0, 6: 0, 8: 0x0100}
+_NULL_META = {0: -1, 1: -1, 6: -1, 8: 0}
+
+
+class CommitShape:
+    """A single-topic OffsetCommit's bytes apart from its offsets and leader epochs.
+
+    ``fields``: the decoded request's fields but ``topics``; ``name``: the topic's name;
+    ``indexes``: its partitions; ``metadata``: "" or None (every partition's); ``state``:
+    the caller's (the broker keeps what it checked of the topic there)."""
+
+    __slots__ = (
+        "epochs",
+        "fields",
+        "indexes",
+        "k",
+        "lengths",
+        "many",
+        "metadata",
+        "name",
+        "prefix",
+        "start",
+        "state",
+        "suffix",
+        "version",
+    )
+
+    def __init__(
+        self,
+        version: int,
+        prefix: bytes,
+        suffix: bytes,
+        fields: dict[str, Any],
+        name: str,
+        indexes: tuple[int, ...],
+        metadata: str | None,
+    ) -> None:
+        layout = _layout(version)
+        head = _LAYOUTS[layout]
+        count = len(indexes)
+        self.version = version
+        self.prefix = prefix
+        self.start = len(prefix)
+        self.suffix = suffix
+        self.fields = fields
+        self.name = name
+        self.indexes = indexes
+        self.metadata = metadata
+        self.many = _many(head, count)
+        self.k = len(head.format) - 1
+        mark = _EMPTY_META[layout] if metadata is not None else _NULL_META[layout]
+        self.lengths = (mark,) * count
+        # leader epochs are read from v6 on (index 2 of a partition), else -1
+        self.epochs: tuple[int, ...] | None = None if version >= 6 else (-1,) * count
+        self.state: Any = None
+
+
+_shapes: dict[tuple[int, int, bytes], CommitShape] = {}
+
+
+def _layout(version: int) -> int:
+    if version >= FLEXIBLE_FROM:
+        return 8
+    return 6 if version >= 6 else 1 if version == 1 else 0
+
+
+def _shape_key(frame: bytes, pos: int, version: int) -> tuple[int, int, bytes] | None:
+    """(version, the body's length, the group id's bytes with their length)."""
+    n = len(frame)
+    if pos + 2 > n:
+        return None
+    if version >= FLEXIBLE_FROM:
+        if frame[pos] >= 0x80:
+            return None
+        end = pos + frame[pos]
+    else:
+        end = pos + 2 + (frame[pos] << 8 | frame[pos + 1])
+    return (version, n - pos, frame[pos:end])
+
+
+def match_offset_commit(
+    frame: bytes, pos: int, version: int
+) -> tuple[CommitShape, tuple[int, ...], tuple[int, ...]] | None:
+    """(the shape, the offsets, the leader epochs) of a request of a known shape, else None
+    (decode it, and ``learn_offset_commit``): the same fields as ``decode_offset_commit``
+    would read (``shape.fields``, one topic ``shape.name``: ``shape.indexes`` with these
+    offsets and epochs, every metadata ``shape.metadata``)."""
+    # _shape_key inlined: a group id's length of several bytes (flexible) or a body cut short
+    # reads a key no shape has
+    n = len(frame)
+    try:
+        if version >= FLEXIBLE_FROM:
+            end = pos + frame[pos]
+        else:
+            end = pos + 2 + (frame[pos] << 8 | frame[pos + 1])
+    except IndexError:
+        return None
+    shape = _shapes.get((version, n - pos, frame[pos:end]))
+    if shape is None or not frame.startswith(shape.prefix, pos):
+        return None
+    values = shape.many.unpack_from(frame, pos + shape.start)
+    k = shape.k
+    if values[::k] != shape.indexes or values[k - 1 :: k] != shape.lengths:
+        return None
+    if shape.suffix and not frame.endswith(shape.suffix):
+        return None
+    epochs = shape.epochs
+    return shape, values[1::k], values[2::k] if epochs is None else epochs
+
+
+def learn_offset_commit(
+    frame: bytes, pos: int, version: int, fields: dict[str, Any]
+) -> CommitShape | None:
+    """The shape of a request ``decode_offset_commit`` read as ``fields`` (kept: the next
+    request of this shape matches), or None: not a shape (several topics, metadata, v10)."""
+    topics = fields["topics"]
+    if version >= TOPIC_IDS_FROM or len(topics) != 1:
+        return None
+    name, parts = topics[0]
+    if not parts or len(parts) > _MANY_CACHED:
+        return None
+    metadata = parts[0][3]
+    if metadata not in ("", None) or any(p[3] != metadata for p in parts):
+        return None
+    key = _shape_key(frame, pos, version)
+    if key is None:
+        return None
+    count = len(parts)
+    suffix = b"\x00\x00" if version >= FLEXIBLE_FROM else b""  # the topic's and body's tags
+    start = _prefix_size(version, fields, name, count)
+    # exactly the prefix, the partitions and the tags: no trailing bytes, no longer varints
+    if len(frame) - pos != start + count * _LAYOUTS[_layout(version)].size + len(suffix):
+        return None
+    constant = {k: v for k, v in fields.items() if k != "topics"}
+    indexes = tuple(p[0] for p in parts)
+    shape = CommitShape(
+        version, frame[pos : pos + start], suffix, constant, name, indexes, metadata
+    )
+    # it must read this very request as the decoder did (else: trailing bytes, tags, ...)
+    matched = _match_one(shape, frame, pos)
+    if matched is None or list(zip(indexes, *matched, repeat(metadata))) != parts:
+        return None
+    if len(_shapes) >= _SHAPES_CACHED:
+        _shapes.clear()
+    _shapes[key] = shape
+    return shape
+
+
+def _match_one(
+    shape: CommitShape, frame: bytes, pos: int
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    if not frame.startswith(shape.prefix, pos) or not frame.endswith(shape.suffix):
+        return None
+    if len(frame) - pos != shape.start + shape.many.size + len(shape.suffix):
+        return None
+    values = shape.many.unpack_from(frame, pos + shape.start)
+    k = shape.k
+    if values[::k] != shape.indexes or values[k - 1 :: k] != shape.lengths:
+        return None
+    return values[1::k], values[2::k] if shape.epochs is None else shape.epochs
+
+
+def _prefix_size(version: int, fields: dict[str, Any], name: str, count: int) -> int:
+    """The bytes before the first partition, every length written in the fewest bytes."""
+    group = len(fields["group_id"].encode())
+    member = len(fields["member_id"].encode())
+    instance = fields["group_instance_id"]
+    raw = len(name.encode())
+    if version >= FLEXIBLE_FROM:
+        size = len(_uvarint(group + 1)) + group + 4 + len(_uvarint(member + 1)) + member
+        size += 1 if instance is None else len(_uvarint(len(instance.encode()) + 1))
+        size += 0 if instance is None else len(instance.encode())
+        return size + 1 + len(_uvarint(raw + 1)) + raw + len(_uvarint(count + 1))
+    size = 2 + group
+    if version >= 1:
+        size += 4 + 2 + member
+    if 2 <= version <= 4:
+        size += 8
+    if version >= 7:
+        size += 2 + (0 if instance is None else len(instance.encode()))
+    return size + 4 + 2 + raw + 4

@@ -21,6 +21,7 @@ import pytest_asyncio
 from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
+from kgroupd.protocol.fast import commit as commit_module
 from kgroupd.protocol.messages import lookup
 
 TOPIC = "lane-topic"
@@ -232,13 +233,127 @@ async def test_the_lane_asks_the_authorizer() -> None:
             denied = {**ok, "group_id": "lane-denied"}
             assert (await wire.both(12, version, **denied))["error_code"] == 30
         parts = [{"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]
-        for group, code in (("lane-acl-commit", 0), ("lane-denied", 30)):
+
+        async def commits(expected: tuple[int, int]) -> None:
+            # again and again: the lane reads them from their shape, and still asks
+            for _ in range(3):
+                for group, code in zip(("lane-acl-commit", "lane-denied"), expected, strict=True):
+                    body = {
+                        "group_id": group,
+                        "generation_id_or_member_epoch": -1,
+                        "member_id": "",
+                        "topics": [{"name": TOPIC, "partitions": parts}],
+                    }
+                    answer = await wire.both(8, 2, **body)
+                    assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
+
+        await commits((0, 30))
+        topic_denied = {**deny, "resource_type": 2, "resource_name": TOPIC}  # READ on the topic
+        created = spec.decode_response(await wire.raw(30, 1, "setup", creations=[topic_denied]))
+        assert created["results"][0]["error_code"] == 0, created
+        await commits((29, 30))  # TOPIC_AUTHORIZATION_FAILED: the group is asked first
+        writer.close()
+
+
+@pytest.mark.asyncio
+async def test_commits_of_a_known_shape(server: KafkaServer, wire: Wire) -> None:
+    """A consumer's commit again (the same bytes but its offsets) is read from the shape the
+    lane learned, and still answers as the general path: every version by name, then a topic
+    deleted, recreated with fewer partitions, and a metadata over the limit."""
+    topics = server.broker.topics
+    topics.create("lane-shape", 2)
+    shard = server.broker.coordinator.shard_for
+    for version in range(10):
+        group = f"lane-shape-{version}"
+        for round_ in range(3):
             body = {
                 "group_id": group,
                 "generation_id_or_member_epoch": -1,
                 "member_id": "",
-                "topics": [{"name": TOPIC, "partitions": parts}],
+                "topics": [
+                    {
+                        "name": "lane-shape",
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": 100 * round_ + p}
+                            for p in (1, 0)
+                        ],
+                    }
+                ],
             }
-            answer = await wire.both(8, 2, **body)
-            assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
-        writer.close()
+            answer = await wire.both(8, version, **body)
+            assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [0, 0]
+            assert shard(group).offsets[group]["lane-shape"][1].offset == 100 * round_ + 1
+            if version >= 6:
+                assert shard(group).offsets[group]["lane-shape"][0].leader_epoch == -1
+    # the lane did read them from their shapes (the broker's checks of the topic kept there)
+    shapes = [s for s in commit_module._shapes.values() if s.name == "lane-shape"]
+    assert {s.version for s in shapes if s.state is not None} == set(range(10))
+    body = {
+        "group_id": "lane-shape-gone",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {
+                "name": "lane-shape",
+                "partitions": [{"partition_index": p, "committed_offset": 7} for p in (0, 1)],
+            }
+        ],
+    }
+    for _ in range(2):  # learned
+        await wire.both(8, 2, **body)
+    topics.delete("lane-shape")
+    answer = await wire.both(8, 2, **body)
+    assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [3, 3]
+    topics.create("lane-shape", 1)
+    answer = await wire.both(8, 2, **body)
+    assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [0, 3]
+    # a simple group's commit with a generation: UNKNOWN_MEMBER_ID for each partition
+    errors = {**body, "generation_id_or_member_epoch": 3}
+    for _ in range(2):
+        answer = await wire.both(8, 2, **errors)
+        assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [25, 3]
+
+
+@pytest.mark.asyncio
+async def test_consumer_group_member_commits_of_a_shape(server: KafkaServer, wire: Wire) -> None:
+    """A KIP-848 member commits with its member epoch, again and again (from its shape), and
+    a stale epoch is refused as the general path refuses it."""
+    group = "lane-cg-commit"
+    spec = lookup(68, 0)
+    assert spec is not None
+    join = {
+        "group_id": group,
+        "member_id": "",
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": [TOPIC],
+        "topic_partitions": [],
+    }
+    got = spec.decode_response(await wire.raw(68, 0, "setup", **join))
+    assert got["error_code"] == 0, got
+    member, epoch = got["member_id"], got["member_epoch"]
+    for version in (9, 8):
+        for offset, member_epoch in ((5, epoch), (6, epoch), (7, epoch + 3), (8, epoch)):
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": member_epoch,
+                "member_id": member,
+                "topics": [
+                    {
+                        "name": TOPIC,
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": offset} for p in (0, 1)
+                        ],
+                    }
+                ],
+            }
+            answer = await wire.both(8, version, **body)
+            codes = [p["error_code"] for p in answer["topics"][0]["partitions"]]
+            if version < 9:  # a member of a consumer group commits from v9 on (KIP-848)
+                assert codes == [35, 35], (version, answer)  # UNSUPPORTED_VERSION
+            elif member_epoch == epoch:
+                assert codes == [0, 0], (version, answer)
+                stored = server.broker.coordinator.shard_for(group).offsets[group][TOPIC]
+                assert stored[1].offset == offset
+            else:
+                assert codes[0] != 0 and codes[0] == codes[1], (version, answer)
