@@ -23,6 +23,9 @@ RECORD = 16384  # the most plaintext a TLS record holds: what one SSLObject.read
 JOINED = 4 * RECORD  # answers written at once up to this size are copied into one piece
 _WANT_MORE = sslproto.SSLAgainErrors
 _WRAPPED = sslproto.SSLProtocolState.WRAPPED
+_HANDSHAKE = sslproto.SSLProtocolState.DO_HANDSHAKE
+_FLUSHING = sslproto.SSLProtocolState.FLUSHING
+_SHUTDOWN = sslproto.SSLProtocolState.SHUTDOWN
 
 # --ssl-client-auth (its values named in kgroupd.broker.config.security.CLIENT_AUTH)
 CLIENT_AUTH = {
@@ -85,7 +88,7 @@ def _raw(sslobj: Any) -> Any:
     return getattr(sslobj, "_sslobj", sslobj)
 
 
-class TlsProtocol(sslproto.SSLProtocol):
+class TlsProtocol(sslproto.SSLProtocol, asyncio.Protocol):
     """The standard library's TLS layer in front of a Kafka connection, sending its alert
     when a handshake fails.
 
@@ -176,15 +179,29 @@ class TlsProtocol(sslproto.SSLProtocol):
             me._fatal_error(exc, "Fatal error on SSL protocol")
 
     def buffer_updated(self, nbytes: int) -> None:
-        """A network read: asyncio's path (``_do_read``) with the calls that find nothing to
-        do left out: no outgoing data to send, no flow control to change; one whole record
-        (a request, or the last of a pipelined few) handed on at once."""
+        """A network read into asyncio's buffer (asyncio's own event loop)."""
+        self.data_received(self._ssl_buffer_view[:nbytes])  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes | memoryview) -> None:
+        """A network read (uvloop hands it over as bytes: a protocol that is also an
+        ``asyncio.Protocol`` is not asked for a buffer first, a call with the GIL taken
+        spared): asyncio's path (``buffer_updated``, ``_do_read``) with the calls that find
+        nothing to do left out: no outgoing data to send, no flow control to change; one
+        whole record (a request, or the last of a pipelined few) handed on at once."""
         me: Any = self
-        if me._state is not _WRAPPED or me._app_reading_paused or me._app_protocol_is_buffer:
-            super().buffer_updated(nbytes)
-            return
         incoming = me._incoming
-        incoming.write(me._ssl_buffer_view[:nbytes])
+        incoming.write(data)
+        if me._state is not _WRAPPED or me._app_reading_paused or me._app_protocol_is_buffer:
+            state = me._state  # asyncio's buffer_updated after its write
+            if state is _HANDSHAKE:
+                me._do_handshake()
+            elif state is _WRAPPED:
+                me._do_read()
+            elif state is _FLUSHING:
+                me._do_flush()
+            elif state is _SHUTDOWN:
+                me._do_shutdown()
+            return
         try:
             try:
                 chunk = me._ssl.read(RECORD)
