@@ -1,13 +1,14 @@
-"""What security costs: produce MB/s and Heartbeat/s over SASL_SSL against PLAINTEXT on one
-kgroupd with both listeners (``--only tls``), and Heartbeat/s and OffsetCommit/s with
+"""What security costs: produce MB/s and Heartbeat/s over SSL and SASL_SSL against PLAINTEXT
+on one kgroupd with the three listeners (``--only tls``), and Heartbeat/s and OffsetCommit/s with
 ``--authorizer acl`` against without (``--only acl``; two brokers).
 
     python bench/bench_security.py [--only tls|acl|abuse] [--rounds 5] [--requests 1500]
 
-One kgroupd subprocess listens on PLAINTEXT and on SASL_SSL (a certificate made with
+One kgroupd subprocess listens on PLAINTEXT, on SSL and on SASL_SSL (a certificate made with
 ``cryptography`` into ``.cache/bench-certs``; users from a ``--sasl-users`` file). Each
-client connection on SASL_SSL does the TLS handshake (TLS 1.3, what Python's ``ssl`` and the
-broker negotiate) and SASL/SCRAM-SHA-512 (``scramp``) before the clock starts; then:
+client connection on SSL or SASL_SSL does the TLS handshake (TLS 1.3, what Python's ``ssl``
+and the broker negotiate), on SASL_SSL then SASL/SCRAM-SHA-512 (``scramp``), before the clock
+starts; then (SSL / PLAINTEXT is what TLS alone costs):
 
 - produce: ``--connections`` connections each send ``--requests`` pre-encoded ProduceRequest v7
   (acks=1) of one 16 KiB batch (15 records of 1 KiB) to their own partition of a fresh topic,
@@ -255,14 +256,17 @@ def certificates() -> Certs:
     return make_certs(h.CACHE.parent / "bench-certs")
 
 
-def broker_command(certs: Certs, users: Path, sasl_port: int):  # type: ignore[no-untyped-def]
+def broker_command(  # type: ignore[no-untyped-def]
+    certs: Certs, users: Path, sasl_port: int, ssl_port: int | None = None
+):
     def command(port: int) -> list[str]:
         base = h.kgroupd_command(port)
         base = base[: base.index("--host")] + base[base.index("--port") + 2 :]
+        tls_only = "" if ssl_port is None else f",SSL://127.0.0.1:{ssl_port}"
         return [
             *base,
             "--listeners",
-            f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}",
+            f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}{tls_only}",
             "--ssl-certfile",
             str(certs.server_cert),
             "--ssl-keyfile",
@@ -280,11 +284,15 @@ async def tls_case(args: argparse.Namespace) -> list[str]:
     certs = certificates()
     users = h.CACHE.parent / "bench-certs" / "users.txt"
     users.write_text(f"{USER}:{PASSWORD}\n")
-    sasl_port = h.free_port()
-    broker = h.BrokerProcess("kgroupd", command=broker_command(certs, users, sasl_port)).start()
+    sasl_port, ssl_port = h.free_port(), h.free_port()
+    command = broker_command(certs, users, sasl_port, ssl_port)
+    broker = sasl_broker(command, sasl_port, [])
+    while not h.try_connect(ssl_port):  # the SSL listener binds last
+        time.sleep(0.01)
     context = ssl.create_default_context(cafile=str(certs.ca))
     endpoints = [
         Endpoint("PLAINTEXT", broker.port, None),
+        Endpoint("SSL", ssl_port, context),
         Endpoint("SASL_SSL", sasl_port, context),
     ]
     produce: dict[str, list[tuple[float, float]]] = {e.name: [] for e in endpoints}
@@ -312,6 +320,13 @@ async def tls_case(args: argparse.Namespace) -> list[str]:
         ("Heartbeat/s, 10 connections pipelined", beats),
     ):
         lines.append(_row(label, table["PLAINTEXT"], table["SASL_SSL"]))
+    # TLS alone (an SSL listener, no SASL): what TLS costs per broker CPU-second
+    lines += ["", "| figure | PLAINTEXT | SSL | SSL / PLAINTEXT |", "|---|---|---|---|"]
+    for label, table in (
+        ("produce MB/s, 16 KiB batches", produce),
+        ("Heartbeat/s, 10 connections pipelined", beats),
+    ):
+        lines.append(_row(label, table["PLAINTEXT"], table["SSL"]))
     return lines
 
 

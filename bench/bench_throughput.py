@@ -9,9 +9,9 @@ message.max.bytes). Every ProduceRequest v7 (acks=1) is encoded once before the 
 own partition of a fresh topic, keeping ``--window`` requests in flight and sending the next
 as each response arrives. The fetch phase then reads that round's data back with pre-encoded
 FetchRequest v11s (sessionless, one request per ~1 MiB: 64 batches of 16 KiB or one of 1 MiB),
-again pipelined. MB/s counts record-batch bytes (10**6 bytes per second); every round is
-checked (last produce offsets, high watermarks, fetched bytes) so a broker that drops or
-rejects data cannot look fast.
+again pipelined, ``--fetch-passes`` times over (default once). MB/s counts record-batch bytes
+(10**6 bytes per second); every round is checked (last produce offsets, high watermarks,
+fetched bytes) so a broker that drops or rejects data cannot look fast.
 
 Rounds alternate which broker goes first; the figure is the median of the rounds, and the
 ratio is kgroupd / Tansu. ``--broker null`` runs the same client against a trivial Python
@@ -292,10 +292,12 @@ def check_produce(kind: str, pipes: list[Pipeline], wl: Workload, rpb: int) -> N
             )
 
 
-def check_fetch(kind: str, pipes: list[Pipeline], wl: Workload, rpb: int, batch: int) -> None:
+def check_fetch(
+    kind: str, pipes: list[Pipeline], wl: Workload, rpb: int, batch: int, passes: int = 1
+) -> None:
     if kind == "null":
         return
-    produced = wl.requests * batch
+    produced = wl.requests * batch * passes
     for p in pipes:
         resp = h.decode_response(1, 11, p.kept["last"])
         part = resp["responses"][0]["partitions"][0]
@@ -327,10 +329,10 @@ async def one_round(
     check_produce(broker.kind, prod.pipes, wl, rpb)
     produce_mbs = conns * wl.requests * len(batch) / prod.elapsed / h.MB
     fetch = [fetch_frames(broker.kind, topic, c, rpb, len(batch), wl) for c in range(conns)]
-    count = len(fetch[0])
+    count = len(fetch[0]) * args.fetch_passes
     fet = await run_phase(broker, fetch, count, args.window)
-    check_fetch(broker.kind, fet.pipes, wl, rpb, len(batch))
-    fetch_mbs = conns * wl.requests * len(batch) / fet.elapsed / h.MB
+    check_fetch(broker.kind, fet.pipes, wl, rpb, len(batch), args.fetch_passes)
+    fetch_mbs = args.fetch_passes * conns * wl.requests * len(batch) / fet.elapsed / h.MB
     if broker.kind != "null":
         h.delete_topic(broker.port, topic)
     prod.pipes = fet.pipes = []
@@ -490,6 +492,13 @@ def main() -> int:
         "--mib-per-round", type=int, default=256, help="MiB produced (and fetched) per round"
     )
     ap.add_argument("--workload", choices=["all", "16KiB", "1MiB"], default="all")
+    ap.add_argument(
+        "--fetch-passes",
+        type=int,
+        default=1,
+        help="the fetch phase reads the round's data this many times over (a longer phase: "
+        "more of the broker's CPU clock ticks than a single pass's 0.1-0.5 s)",
+    )
     ap.add_argument("--serve-null", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_null is not None:

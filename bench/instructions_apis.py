@@ -30,12 +30,12 @@ CAPS = {18: 3, 3: 12, 0: 9, 1: 12, 2: 9, 10: 4, 11: 9, 14: 5, 12: 4, 8: 9, 9: 9,
 class Endpoint:
     name: str  # the listener's security protocol
     port: int
-    context: ssl.SSLContext | None = None  # TLS (then SASL/SCRAM too)
+    context: ssl.SSLContext | None = None  # TLS (and SASL/SCRAM on SASL_SSL)
 
 
 class Client:
-    """One blocking connection: a request, then its answer (over TLS and authenticated with
-    SCRAM-SHA-512 first on a SASL_SSL endpoint)."""
+    """One blocking connection: a request, then its answer (over TLS on an SSL or SASL_SSL
+    endpoint, authenticated with SCRAM-SHA-512 first on SASL_SSL)."""
 
     def __init__(self, where: int | Endpoint) -> None:
         ep = where if isinstance(where, Endpoint) else Endpoint("PLAINTEXT", where)
@@ -44,7 +44,7 @@ class Client:
         if ep.context is not None:
             sock = ep.context.wrap_socket(sock, server_hostname="localhost")
         self.sock = sock
-        if ep.context is not None:
+        if ep.name.startswith("SASL"):
             self.scram()
 
     def scram(self) -> None:

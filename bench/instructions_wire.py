@@ -21,9 +21,11 @@ Each API is sent at the highest version every tree compared serves (asked of eac
 ApiVersions first, capped where a later version names topics by id), so the trees answer
 the same bytes. Join+Sync counts one JoinGroup and one SyncGroup (a one-member classic group
 rebalancing on each join); the 1 MiB batches get a tenth of ``--requests``. ``--tls`` starts
-each broker with a SASL_SSL listener beside PLAINTEXT (bench_security's test certificate, TLS
-1.3, SCRAM-SHA-512 done before counting) and counts every API on both, each with groups of
-its own. Needs ``valgrind`` (Debian package); about 5 minutes per tree (twice with --tls).
+each broker with an SSL and a SASL_SSL listener beside PLAINTEXT (bench_security's test
+certificate, TLS 1.3; on SASL_SSL SCRAM-SHA-512 done before counting) and counts every API on
+the three, each with groups of its own: SSL / PLAINTEXT is what TLS alone costs, SASL_SSL /
+PLAINTEXT adds what an authenticated SASL connection costs per request. Needs ``valgrind``
+(Debian package); about 5 minutes per tree (three times with --tls).
 """
 
 from __future__ import annotations
@@ -119,18 +121,19 @@ def settle(pid: int, seconds: float, quiet: float = 1e6, most: float = 600) -> f
 def count_tree(
     src: Path | None, versions: dict[int, int], apis: list[Api], args: argparse.Namespace
 ) -> dict[tuple[str, str], float | None]:
-    """Instructions per request of each API, on each listener counted (PLAINTEXT; and
-    SASL_SSL with ``--tls``), of the tree at ``src`` (None: the working tree)."""
+    """Instructions per request of each API, on each listener counted (PLAINTEXT; and SSL
+    and SASL_SSL with ``--tls``), of the tree at ``src`` (None: the working tree)."""
     h.KGROUPD_SRC = src
     command = broker_command if args.dry else callgrind_command
-    tls: tuple[Path, int, ssl.SSLContext] | None = None
+    tls: tuple[Path, int, ssl.SSLContext, int] | None = None
     if args.tls:
         from bench_security import PASSWORD, USER, certificates
 
         certs = certificates()
         users = h.CACHE.parent / "bench-certs" / "users.txt"
         users.write_text(f"{USER}:{PASSWORD}\n")
-        tls = (users, h.free_port(), ssl.create_default_context(cafile=str(certs.ca)))
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        tls = (users, h.free_port(), context, h.free_port())
 
         def listeners(port: int) -> list[str]:
             assert tls is not None
@@ -139,7 +142,8 @@ def count_tree(
             return [
                 *base,
                 "--listeners",
-                f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{tls[1]}",
+                f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{tls[3]},"
+                f"SASL_SSL://127.0.0.1:{tls[1]}",
                 "--ssl-certfile",
                 str(certs.server_cert),
                 "--ssl-keyfile",
@@ -154,6 +158,7 @@ def count_tree(
     broker.start(timeout=600)
     endpoints = [Endpoint("PLAINTEXT", broker.port)]
     if tls is not None:
+        endpoints.append(Endpoint("SSL", tls[3], tls[2]))
         endpoints.append(Endpoint("SASL_SSL", tls[1], tls[2]))
     out: dict[tuple[str, str], float | None] = {}
     try:
@@ -212,8 +217,8 @@ def main() -> int:
     ap.add_argument(
         "--tls",
         action="store_true",
-        help="also count each API over a SASL_SSL listener (TLS 1.3, SCRAM-SHA-512) of the same "
-        "broker",
+        help="also count each API over an SSL and a SASL_SSL listener (TLS 1.3, SCRAM-SHA-512) "
+        "of the same broker",
     )
     ap.add_argument("--dry", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -241,12 +246,16 @@ def main() -> int:
         versions = {key: version for key, version in common.items() if key in table}
         print(f"counting {label}", file=sys.stderr)
         results.append(count_tree(src, versions, apis, args))
-    listeners = ["PLAINTEXT", "SASL_SSL"] if args.tls else ["PLAINTEXT"]
+    listeners = ["PLAINTEXT", "SSL", "SASL_SSL"] if args.tls else ["PLAINTEXT"]
     columns = [(label, name) for label, _ in trees for name in listeners]
     head = ["API (version)"]
     head += [f"{label} {name}" if args.tls else label for label, name in columns]
     if args.tls:
-        head += [f"{label.split(' ')[0]}: SASL_SSL / PLAINTEXT" for label, _ in trees]
+        head += [
+            f"{label.split(' ')[0]}: {name} / PLAINTEXT"
+            for label, _ in trees
+            for name in ("SSL", "SASL_SSL")
+        ]
     head += [f"this tree / {label.split(' ')[0]}" for label, _ in trees[1:]]
     print(
         f"\ninstructions per request, {args.requests} requests each after {args.warmup} "
@@ -268,7 +277,9 @@ def main() -> int:
         row += ["n/a" if values[c] is None else f"{values[c]:,.0f}" for c in columns]
         if args.tls:
             row += [
-                ratio(values[label, "SASL_SSL"], values[label, "PLAINTEXT"]) for label, _ in trees
+                ratio(values[label, name], values[label, "PLAINTEXT"])
+                for label, _ in trees
+                for name in ("SSL", "SASL_SSL")
             ]
         first = trees[0][0]
         row += [

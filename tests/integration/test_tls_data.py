@@ -2,7 +2,9 @@
 on what is decrypted after each network read): a 1 MiB batch, many TLS records in one
 request, arrives whole and is fetched back byte for byte; many requests written at once are
 each answered, in order; a client's close_notify closes its connection and the broker goes
-on serving; answers larger than the socket's buffer wait for it to drain."""
+on serving; answers larger than the socket's buffer wait for it to drain. On uvloop (the
+broker's default: reads handed over as bytes) and on asyncio's own event loop (reads into the
+protocol's buffer)."""
 
 from __future__ import annotations
 
@@ -77,3 +79,10 @@ async def test_big_and_pipelined_requests_over_tls(certs: Certs, tmp_path: Path)
         fetched = await again.request(1, 12, fetch_request("tls-data", 1, 199))
         assert fetched["responses"][0]["partitions"][0]["high_watermark"] == 200
         await again.close()
+
+
+def test_the_same_on_asyncios_own_loop(certs: Certs, tmp_path: Path) -> None:
+    """The tests run on uvloop, which hands the TLS layer its reads as bytes; asyncio's own
+    event loop reads into the layer's buffer instead (``buffer_updated``)."""
+    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+        runner.run(test_big_and_pipelined_requests_over_tls(certs, tmp_path))
