@@ -242,3 +242,49 @@ async def test_the_lane_asks_the_authorizer() -> None:
             answer = await wire.both(8, 2, **body)
             assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
         writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_heartbeat_sent_again_gets_the_group_of_now(wire: Wire) -> None:
+    """The lane reads a member's heartbeat body once and keeps its fields: the same bytes
+    sent again after the member left are answered from the group as it is then."""
+    member, generation = await _classic_member(wire, "lane-again-hb")
+    ok = {"group_id": "lane-again-hb", "generation_id": generation, "member_id": member}
+    for version in range(5):
+        for _ in range(3):
+            assert (await wire.both(12, version, **ok))["error_code"] == 0
+    spec = lookup(13, 0)
+    assert spec is not None
+    left = await wire.raw(13, 0, "setup", group_id="lane-again-hb", member_id=member)
+    assert spec.decode_response(left)["error_code"] == 0
+    for version in range(5):
+        assert (await wire.both(12, version, **ok))["error_code"] == 25  # UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.asyncio
+async def test_a_steady_heartbeat_sent_again_after_leaving(server: KafkaServer, wire: Wire) -> None:
+    """The same steady ConsumerGroupHeartbeat bytes once the member has left: the lane leaves
+    it to the general path, which answers UNKNOWN_MEMBER_ID, on both."""
+    group = "lane-cg-again"
+    spec = lookup(68, 1)
+    assert spec is not None
+    join = {
+        "group_id": group,
+        "member_id": str(uuid.uuid4()),
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": [TOPIC],
+        "topic_partitions": [],
+    }
+    got = spec.decode_response(await wire.raw(68, 1, "setup", **join))
+    member, epoch = got["member_id"], got["member_epoch"]
+    topic_id = server.broker.topics.topics[TOPIC].topic_id
+    owned = [{"topic_id": topic_id, "partitions": [0, 1, 2, 3]}]
+    ack = {"group_id": group, "member_id": member, "member_epoch": epoch}
+    got = spec.decode_response(await wire.raw(68, 1, "setup", **ack, topic_partitions=owned))
+    steady = {"group_id": group, "member_id": member, "member_epoch": got["member_epoch"]}
+    for _ in range(3):
+        assert (await wire.both(68, 1, **steady))["error_code"] == 0
+    leave = {**steady, "member_epoch": -1}
+    assert spec.decode_response(await wire.raw(68, 1, "setup", **leave))["error_code"] == 0
+    assert (await wire.both(68, 1, **steady))["error_code"] == 25  # UNKNOWN_MEMBER_ID
