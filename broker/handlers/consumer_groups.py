@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
 
-_READ = GROUP_READ.operation  # the lane asks the ACL cache directly (one call less)
+_READ = GROUP_READ.operation  # the lane asks the ACL cache directly
 _GROUP = GROUP_READ.resource_type
 # a steady heartbeat's body -> (version, read_steady_heartbeat's answer)
 _STEADY: dict[bytes, tuple[int, str, str, bytes, int]] = {}
@@ -67,7 +67,12 @@ def hot_consumer_group_heartbeat(
             _STEADY.clear()
         steady = _STEADY[body] = (version, *read)
     _, group, member, raw_member, epoch = steady
-    if access is not None and not access.allowed(_GROUP, group, _READ):
+    # a group allowed before is in the connection's set: no call (else ask, and cache)
+    if (
+        access is not None
+        and group not in access.group_reads
+        and not access.allowed(_GROUP, group, _READ)
+    ):
         return None  # the general path refuses it
     coordinator = broker.coordinator
     shard = coordinator.shard_of.get(group) or coordinator.shard_for(group)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
 
-_READ = GROUP_READ.operation  # the lane asks the ACL cache directly (one call less)
+_READ = GROUP_READ.operation  # the lane asks the ACL cache directly
 _GROUP = GROUP_READ.resource_type
 # a Heartbeat's body -> (version, its fields): a member's heartbeats are all alike
 _BODIES: dict[bytes, tuple[int, str, int, str, str | None]] = {}
@@ -242,7 +242,12 @@ def hot_heartbeat(
             _BODIES.clear()
         _BODIES[body] = known
     _, group, generation, member, instance = known
-    if access is not None and not access.allowed(_GROUP, group, _READ):
+    # a group allowed before is in the connection's set: no call (else ask, and cache)
+    if (
+        access is not None
+        and group not in access.group_reads
+        and not access.allowed(_GROUP, group, _READ)
+    ):
         return None  # the general path refuses it
     coordinator = broker.coordinator
     shard = coordinator.shard_of.get(group) or coordinator.shard_for(group)

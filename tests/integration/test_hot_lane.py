@@ -202,7 +202,8 @@ async def test_steady_consumer_group_heartbeat(server: KafkaServer, wire: Wire) 
 @pytest.mark.asyncio
 async def test_the_lane_asks_the_authorizer() -> None:
     """Under ``--authorizer acl`` the lane serves what the ACLs allow, answering as the
-    general path does, and a group its principal may not read is refused as there."""
+    general path does, and a group its principal may not read is refused as there, also
+    after a decision kept by the connection changes."""
     async with running_server(
         log_level="warning",
         initial_rebalance_delay_ms=0,
@@ -240,6 +241,37 @@ async def test_the_lane_asks_the_authorizer() -> None:
                 "topics": [{"name": TOPIC, "partitions": parts}],
             }
             answer = await wire.both(8, 2, **body)
+            assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
+        # decisions are kept per connection until the ACLs change: a DENY on the group
+        # allowed so far refuses its next beat and commit, and its removal allows them again
+        commit = {
+            "group_id": "lane-acl",
+            "generation_id_or_member_epoch": generation,
+            "member_id": member,
+            "topics": [{"name": TOPIC, "partitions": parts}],
+        }
+        for permission, code in ((2, 30), (0, 0)):
+            if permission:
+                acl = {**deny, "resource_name": "lane-acl"}
+                answer = spec.decode_response(await wire.raw(30, 1, "setup", creations=[acl]))
+                assert answer["results"][0]["error_code"] == 0, answer
+            else:
+                wanted = {
+                    "resource_type_filter": 3,
+                    "resource_name_filter": "lane-acl",
+                    "pattern_type_filter": 3,
+                    "principal_filter": None,
+                    "host_filter": None,
+                    "operation": 1,
+                    "permission_type": 1,
+                }
+                removal = lookup(31, 1)
+                assert removal is not None
+                raw = await wire.raw(31, 1, "setup", filters=[wanted])
+                answer = removal.decode_response(raw)
+                assert answer["filter_results"][0]["matching_acls"], answer
+            assert (await wire.both(12, 1, **ok))["error_code"] == code
+            answer = await wire.both(8, 2, **commit)
             assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
         writer.close()
 
