@@ -22,6 +22,7 @@ from kgroupd.broker.config.settings import TopicSpec
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.messages import lookup
+from tests.integration.test_http import http_port, scrape, value
 
 TOPIC = "lane-topic"
 
@@ -320,3 +321,29 @@ async def test_a_steady_heartbeat_sent_again_after_leaving(server: KafkaServer, 
     leave = {**steady, "member_epoch": -1}
     assert spec.decode_response(await wire.raw(68, 1, "setup", **leave))["error_code"] == 0
     assert (await wire.both(68, 1, **steady))["error_code"] == 25  # UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.asyncio
+async def test_the_lane_counts_every_answer_in_metrics(server: KafkaServer, wire: Wire) -> None:
+    """/metrics counts the lane's answers exactly: each Heartbeat once, per version, its
+    errors by name, its duration in the histogram."""
+    member, generation = await _classic_member(wire, "lane-counted")
+    ok = {"group_id": "lane-counted", "generation_id": generation, "member_id": member}
+    stale = {**ok, "generation_id": generation + 1}
+    spec = lookup(12, 1)
+    assert spec is not None
+    port = http_port(server)
+    before = await scrape(port)
+    for body, times in ((ok, 7), (stale, 3)):
+        for _ in range(times):
+            spec.decode_response(await wire.raw(12, 1, "lane", **body))
+    after = await scrape(port)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("kgroupd_requests_total", api="Heartbeat", version="1") == 10
+    assert moved("kgroupd_request_errors_total", api="Heartbeat", error="ILLEGAL_GENERATION") == 3
+    assert moved("kgroupd_request_duration_seconds_count", api="Heartbeat") == 10
+    assert moved("kgroupd_request_duration_seconds_bucket", api="Heartbeat", le="+Inf") == 10
+    assert moved("kgroupd_request_duration_seconds_sum", api="Heartbeat") > 0
