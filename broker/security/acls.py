@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import weakref
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import IntEnum
@@ -317,8 +318,9 @@ class Access:
     """One connection's view: its principal and host, decisions cached until ACLs change.
 
     ``granted`` holds the names allowed so far per ``resource_type << 8 | operation`` (a
-    set: the hot requests ask ``name in access.group_reads`` before calling ``allowed``);
-    refusals are kept apart. The authorizer empties both when its ACLs change."""
+    set; a missing key reads as an empty set): the hot requests ask ``name in
+    access.group_reads`` and ``Rule.denies`` its rule's set before calling ``allowed``.
+    Refusals are kept apart. The authorizer empties both when its ACLs change."""
 
     __slots__ = (
         "__weakref__",
@@ -336,12 +338,14 @@ class Access:
         self.principal = principal
         self.host = host
         self.group_reads: set[str] = set()  # the groups it may READ (GROUP_READ_KEY's set)
-        self.granted: dict[int, set[str]] = {GROUP_READ_KEY: self.group_reads}
+        self.granted: defaultdict[int, set[str]] = defaultdict(set)
+        self.granted[GROUP_READ_KEY] = self.group_reads
         self._refused: set[tuple[int, str, int]] = set()
         self._kept = 0  # decisions kept, at most KEPT
         authorizer.views.add(self)
 
     def allowed(self, resource_type: int, name: str, operation: int) -> bool:
+        # (.get: a set is made for a key only once a decision under it is kept)
         granted = self.granted.get(resource_type << 8 | operation)
         if granted is not None and name in granted:
             return True

@@ -29,12 +29,12 @@ class Rule:
         object.__setattr__(self, "key", self.resource_type << 8 | self.operation)
 
     def denies(self, access: Access | None, name: str) -> bool:
-        if access is None:
-            return False
-        granted = access.granted.get(self.key)  # the names allowed so far: no call for them
-        if granted is not None and name in granted:
-            return False
-        return not access.allowed(self.resource_type, name, self.operation)
+        # a name allowed before is in the connection's set: no call (else ask, and cache)
+        return (
+            access is not None
+            and name not in access.granted[self.key]
+            and not access.allowed(self.resource_type, name, self.operation)
+        )
 
 
 _T, _G, _C, _X = (
