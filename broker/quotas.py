@@ -73,6 +73,9 @@ class QuotaStore:
         self.path = path  # None: in memory only
         self.quotas: dict[Entity, dict[str, float]] = {}
         self.version = 0  # bumped on every change (kgroupd.broker.throttle re-reads)
+        # the keys set for some entity, kept on every change (a quota of a kind is enforced
+        # only once one is set: Throttle.enabled, and the hot requests' lane read it)
+        self.keys: frozenset[str] = frozenset()
 
     # --- DescribeClientQuotas ---------------------------------------------------------------
     def describe(
@@ -161,7 +164,7 @@ class QuotaStore:
                         current[key] = new
                 if not current:
                     del self.quotas[entity]
-            self.version += 1
+            self._changed()
             self.save()
         return results
 
@@ -210,7 +213,11 @@ class QuotaStore:
         for item in raw["entities"]:
             entity = entity_of(item["entity"].items())
             self.quotas[entity] = {k: float(v) for k, v in item["quotas"].items()}
+        self._changed()
+
+    def _changed(self) -> None:
         self.version += 1
+        self.keys = frozenset(k for values in self.quotas.values() for k in values)
 
     def save(self) -> None:
         """Write every quota atomically (temp file, fsync, rename)."""

@@ -16,7 +16,7 @@ from kgroupd.broker.coordinator.events import GroupEvents, rebalance_reason
 OTHER = "__other__"
 REQUEST_BUCKETS: tuple[float, ...] = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01)
 REQUEST_BUCKETS += (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-_FIRST = REQUEST_BUCKETS[0]
+FIRST_BOUND = REQUEST_BUCKETS[0]
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 FSYNC_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0)
 
@@ -82,15 +82,16 @@ class BrokerStats(GroupEvents):
         self.topics = Names(max_names)
 
     def request(self, api_key: int, version: int, error: int, seconds: float) -> None:
+        # (kgroupd.broker.net.hot.hot_answer does the same inline: keep them alike)
         hist = self.requests.get(api_key << 8 | version)
         if hist is None or error:
-            self._request(api_key, version, error, seconds)
+            self.request_rare(api_key, version, error, seconds)
             return
         # most answers take under the first bound (100 µs): no search for them
-        hist.counts[0 if seconds < _FIRST else bisect_left(REQUEST_BUCKETS, seconds)] += 1
+        hist.counts[0 if seconds < FIRST_BOUND else bisect_left(REQUEST_BUCKETS, seconds)] += 1
         hist.total += seconds
 
-    def _request(self, api_key: int, version: int, error: int, seconds: float) -> None:
+    def request_rare(self, api_key: int, version: int, error: int, seconds: float) -> None:
         """``request`` for a first request of its API version, or one answered an error."""
         hist = self.requests.get(api_key << 8 | version)
         if hist is None:

@@ -108,16 +108,11 @@ class Throttle:
         self.store = store
         self.sensors: dict[SensorKey, Rate] = {}
         self.buckets: dict[SensorKey, TokenBucket] = {}
-        self._keys_version = -1
-        self._keys: set[str] = set()
         self._swept = 0
 
     def enabled(self, key: str) -> bool:
         """Is a quota of this kind set for anyone? (Kafka records nothing otherwise.)"""
-        if self._keys_version != self.store.version:
-            self._keys = {k for values in self.store.quotas.values() for k in values}
-            self._keys_version = self.store.version
-        return key in self._keys
+        return key in self.store.keys
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[SensorKey, float | None]:
         """The sensor measuring this client and its quota (None: unlimited)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from kgroupd.protocol.errors import ErrorCode
 
+from .beats import consumer_beat
 from .commands import (
     DeleteGroups,
     DeleteGroupsResult,
@@ -48,6 +49,8 @@ from .timers import Timers
 
 __all__ = ["CoordinatorLocation", "GroupCoordinator"]
 
+_SHARDS_KEPT = 65536  # ``shard_of``'s group ids at most (then it starts over)
+
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorLocation:
@@ -81,6 +84,8 @@ class GroupCoordinator:
             for shard in self.shards:
                 shard.topics_view = topics
         self.consumer_heartbeat_ms = config.consumer_heartbeat_interval_ms
+        # group id -> its shard, as ``shard_for`` found it (the hot requests read it first)
+        self.shard_of: dict[str, CoordinatorShard] = {}
 
     def set_events(self, events: GroupEvents) -> None:
         """Tell ``events`` of every shard's rebalances and commits (the broker's metrics)."""
@@ -93,7 +98,13 @@ class GroupCoordinator:
         return partition_for(group_id, self.config.offsets_partitions)
 
     def shard_for(self, group_id: str) -> CoordinatorShard:
-        return self.shards[self.partition_for(group_id)]
+        shard = self.shard_of.get(group_id)
+        if shard is None:
+            shard = self.shards[partition_for(group_id, self.config.offsets_partitions)]
+            if len(self.shard_of) >= _SHARDS_KEPT:
+                self.shard_of.clear()
+            self.shard_of[group_id] = shard
+        return shard
 
     def coordinator_for(self, group_id: str) -> CoordinatorLocation:
         """For FindCoordinator (key type 0). A single node owns every shard."""
@@ -114,8 +125,9 @@ class GroupCoordinator:
         self, group_id: str, generation: int, member_id: str, instance_id: str | None
     ) -> ErrorCode:
         """``heartbeat``'s answer without its command and result objects (the hot path)."""
-        shard = self.shards[partition_for(group_id, self.config.offsets_partitions)]
-        return shard.heartbeat_error(group_id, generation, member_id, instance_id)
+        return self.shard_for(group_id).heartbeat_error(
+            group_id, generation, member_id, instance_id
+        )
 
     def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult:
         return self.shard_for(cmd.group_id).leave_group(cmd)
@@ -127,7 +139,7 @@ class GroupCoordinator:
     def consumer_group_steady_heartbeat(self, group_id: str, member_id: str, epoch: int) -> bool:
         """A heartbeat that changes nothing, of a reconciled member: True if answered (its
         session reset); False when the full ``consumer_group_heartbeat`` must run."""
-        return self.shard_for(group_id).steady_heartbeat(group_id, member_id, epoch)
+        return consumer_beat(self.shard_for(group_id), group_id, member_id, epoch)
 
     def consumer_group_describe(self, cmd: ConsumerGroupDescribe) -> ConsumerGroupDescribeResult:
         return ConsumerGroupDescribeResult(

@@ -169,7 +169,7 @@ class LoopTimers:
             self._held[key] = (delay_ms, op)
             return
         offset = self._offset_s
-        due = self._loop.time() + offset + max(delay_ms, 0) / 1000.0
+        due = self._loop.time() + offset + (delay_ms / 1000.0 if delay_ms > 0 else 0.0)
         entry = self._live.get(key)
         # ``armed``: when its handle fires (uvloop arms a deadline already due with
         # call_soon, which fires at once: no later than any new deadline either)

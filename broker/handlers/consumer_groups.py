@@ -14,6 +14,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kgroupd.broker.coordinator import ConsumerGroupDescribe, ConsumerGroupHeartbeat
+from kgroupd.broker.coordinator.beats import consumer_beat
 from kgroupd.broker.handlers.authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.security.acls import ResourceType
@@ -30,7 +31,11 @@ if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
 
-_READ = GROUP_READ.operation  # the lane asks the ACL cache directly (one call less)
+_READ = GROUP_READ.operation  # the lane asks the ACL cache directly
+_GROUP = GROUP_READ.resource_type
+# a steady heartbeat's body -> (version, read_steady_heartbeat's answer)
+_STEADY: dict[bytes, tuple[int, str, str, bytes, int]] = {}
+STEADY_KEPT = 4096  # bodies at most (then it starts over)
 
 _LOGGED = frozenset(
     {
@@ -47,18 +52,31 @@ def hot_consumer_group_heartbeat(
     broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
 ) -> tuple[bytes, int] | None:
     """The steady heartbeat on the lane (``kgroupd.broker.net.hot``), as
-    ``handle_consumer_group_heartbeat`` answers it; any other takes the general path."""
-    try:
-        steady = read_steady_heartbeat(frame, pos, version)
-    except Exception:
-        return None  # the general path reads it again, and closes the connection
-    if steady is None:
-        return None
-    group, member, raw_member, epoch = steady
-    if access is not None and not access.allowed(GROUP_READ.resource_type, group, _READ):
+    ``handle_consumer_group_heartbeat`` answers it; any other takes the general path. A
+    member's steady heartbeats are all alike: their fields are read once (``_STEADY``)."""
+    body = frame[pos:]
+    steady = _STEADY.get(body)
+    if steady is None or steady[0] != version:
+        try:
+            read = read_steady_heartbeat(frame, pos, version)
+        except Exception:
+            return None  # the general path reads it again, and closes the connection
+        if read is None:
+            return None
+        if len(_STEADY) >= STEADY_KEPT:
+            _STEADY.clear()
+        steady = _STEADY[body] = (version, *read)
+    _, group, member, raw_member, epoch = steady
+    # a group allowed before is in the connection's set: no call (else ask, and cache)
+    if (
+        access is not None
+        and group not in access.group_reads
+        and not access.allowed(_GROUP, group, _READ)
+    ):
         return None  # the general path refuses it
     coordinator = broker.coordinator
-    if not coordinator.consumer_group_steady_heartbeat(group, member, epoch):
+    shard = coordinator.shard_of.get(group) or coordinator.shard_for(group)
+    if not consumer_beat(shard, group, member, epoch):
         return None
     answer = steady_heartbeat_answer(corr, raw_member, epoch, coordinator.consumer_heartbeat_ms)
     return answer, 0

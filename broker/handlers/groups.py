@@ -26,19 +26,24 @@ from kgroupd.broker.coordinator import (
     SyncGroup,
     SyncGroupResult,
 )
+from kgroupd.broker.coordinator.beats import classic_beat
 from kgroupd.broker.handlers.registry import Fields, RequestContext, handler
 from kgroupd.broker.security.acls import CLUSTER_NAME
 from kgroupd.broker.security.rules import CLUSTER_ACTION, GROUP_DESCRIBE, GROUP_READ, TXN_DESCRIBE
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import decode_heartbeat, encode_heartbeat_response
+from kgroupd.protocol.fast.heartbeat import ANSWER_V1, heartbeat_answer, read_heartbeat
 from kgroupd.protocol.fast.heartbeat import FLEXIBLE_FROM as HEARTBEAT_FLEXIBLE_FROM
-from kgroupd.protocol.fast.heartbeat import heartbeat_answer, read_heartbeat
 
 if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
 
-_READ = GROUP_READ.operation  # the lane asks the ACL cache directly (one call less)
+_READ = GROUP_READ.operation  # the lane asks the ACL cache directly
+_GROUP = GROUP_READ.resource_type
+# a Heartbeat's body -> (version, its fields): a member's heartbeats are all alike
+_BODIES: dict[bytes, tuple[int, str, int, str, str | None]] = {}
+BODIES_KEPT = 4096  # bodies at most (then it starts over)
 
 T = TypeVar("T")
 
@@ -224,14 +229,31 @@ def handle_sync_group(ctx: RequestContext, req: Fields) -> Fields | Any:
 def hot_heartbeat(
     broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
 ) -> tuple[bytes, int] | None:
-    """Heartbeat on the lane (``kgroupd.broker.net.hot``): as ``handle_heartbeat``."""
-    try:
-        group, generation, member, instance = read_heartbeat(frame, pos, version)
-    except Exception:
-        return None  # the general path reads it again, and closes the connection
-    if access is not None and not access.allowed(GROUP_READ.resource_type, group, _READ):
+    """Heartbeat on the lane (``kgroupd.broker.net.hot``): as ``handle_heartbeat``. A member
+    sends the same body every time: its fields are read once (``_BODIES``)."""
+    body = frame[pos:]
+    known = _BODIES.get(body)
+    if known is None or known[0] != version:
+        try:
+            known = (version, *read_heartbeat(frame, pos, version))
+        except Exception:
+            return None  # the general path reads it again, and closes the connection
+        if len(_BODIES) >= BODIES_KEPT:
+            _BODIES.clear()
+        _BODIES[body] = known
+    _, group, generation, member, instance = known
+    # a group allowed before is in the connection's set: no call (else ask, and cache)
+    if (
+        access is not None
+        and group not in access.group_reads
+        and not access.allowed(_GROUP, group, _READ)
+    ):
         return None  # the general path refuses it
-    error = int(broker.coordinator.heartbeat_error(group, generation, member, instance))
+    coordinator = broker.coordinator
+    shard = coordinator.shard_of.get(group) or coordinator.shard_for(group)
+    error = classic_beat(shard, group, generation, member, instance)
+    if version and version < HEARTBEAT_FLEXIBLE_FROM:  # v1-v3: throttle time, error code
+        return ANSWER_V1.pack(10, corr, 0, error), error
     return heartbeat_answer(corr, error, version), error
 
 

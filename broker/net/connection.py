@@ -76,6 +76,7 @@ class ConnectionHost(Protocol):
 log = structlog.get_logger("kgroupd.connection")
 _ids = itertools.count(1)
 _API_VERSIONS_V0 = lookup(18, 0)
+_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 # Requests a client may pipeline behind one that waits before we stop reading from it.
 MAX_QUEUED_FRAMES = 256
 
@@ -237,11 +238,12 @@ class KafkaConnection(asyncio.Protocol):
         out: list[bytes | memoryview] = []
         queue = self.queue
         held = self.held
+        reader = self.reader
         while queue and self.waiting is None and not self.closing:
             if self.mute.until and self.mute.active():
                 break
             frame = queue.popleft()
-            self.reader.taken(frame)
+            reader.queued -= len(frame)  # reader.taken(frame), inlined: this runs per frame
             try:
                 result = self._dispatch(frame)
             except _Close as exc:
@@ -390,10 +392,12 @@ class KafkaConnection(asyncio.Protocol):
         sasl = self.sasl
         if sasl is not None and sasl.raw_tokens:
             return self._raw_token(sasl, frame)
-        try:
-            api_key, version, corr = peek_api(frame)
-        except FrameError as exc:
-            raise _Close(f"bad request header: {exc}") from None
+        if len(frame) < 8:
+            try:
+                peek_api(frame)
+            except FrameError as exc:
+                raise _Close(f"bad request header: {exc}") from None
+        api_key, version, corr = _HEADER.unpack_from(frame)  # peek_api's, inlined
         if sasl is not None:
             refusal = sasl.refusal(api_key)
             if refusal is not None:

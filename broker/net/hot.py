@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_left
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kgroupd.broker.handlers.registry import HandlerEntry, Held
 from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.rules import ACCESS
+from kgroupd.broker.stats import FIRST_BOUND, REQUEST_BUCKETS, BrokerStats
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import Chunks
 from kgroupd.protocol.framing import encode_response, response_header
@@ -29,7 +31,6 @@ from kgroupd.protocol.messages import MessageSpec, lookup
 if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
     from kgroupd.broker.state import Broker
-    from kgroupd.broker.stats import BrokerStats
 
 clock = time.perf_counter  # request durations (the metrics)
 UNKNOWN = int(ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -51,7 +52,8 @@ def hot_answer(
 ) -> bytes | None:
     """The framed answer of a hot request on the lane, or None: take the general path."""
     broker = conn.broker
-    if broker.injected or type(frame) is not bytes or broker.throttle.enabled(REQUEST_QUOTA):
+    # (``broker.quotas.keys``: ``broker.throttle.enabled`` without a call)
+    if broker.injected or type(frame) is not bytes or REQUEST_QUOTA in broker.quotas.keys:
         return None
     n = len(frame)
     if n < 10 or frame[8] >= 0x80:  # a null client id: the general path
@@ -92,8 +94,14 @@ def hot_answer(
     if answer is None:
         return None
     stats = broker.stats
-    if stats is not None:
-        stats.request(entry.api_key, version, answer[1], clock() - started)
+    if stats is not None:  # BrokerStats.request, inline (one call less per request)
+        seconds = clock() - started
+        hist = stats.requests.get(entry.api_key << 8 | version)
+        if hist is None or answer[1]:
+            stats.request_rare(entry.api_key, version, answer[1], seconds)
+        else:
+            hist.counts[0 if seconds < FIRST_BOUND else bisect_left(REQUEST_BUCKETS, seconds)] += 1
+            hist.total += seconds
     return answer[0]
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import IntEnum
@@ -24,6 +26,7 @@ FILE_NAME = "acls.json"
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name
 WILDCARD = "*"
 ANONYMOUS = "User:ANONYMOUS"  # the principal of a client that did not authenticate
+KEPT = 10_000  # decisions an Access keeps at most
 
 
 class ResourceType(IntEnum):
@@ -71,6 +74,7 @@ class Permission(IntEnum):
     ALLOW = 3
 
 
+GROUP_READ_KEY = ResourceType.GROUP << 8 | Operation.READ  # Access.granted's key of GROUP READ
 _OPERATIONS = {int(o) for o in Operation}
 # ALLOW of any of these implies ALLOW of the key (Kafka's AclEntry implied operations)
 _IMPLIED_BY = {
@@ -206,8 +210,9 @@ class Authorizer:
         self.allow_everyone = allow_everyone_if_no_acl_found
         self.path = path
         self.acls: set[AclBinding] = set()
-        self.version = 0  # bumped on every change: per-connection caches compare it
+        self.version = 0  # bumped on every change
         self._by_type: dict[int, list[AclBinding]] = {}
+        self.views: weakref.WeakSet[Access] = weakref.WeakSet()  # emptied on every change
 
     # --- decisions -----------------------------------------------------------------------
     def authorize(
@@ -275,12 +280,17 @@ class Authorizer:
         )
 
     def _changed(self) -> None:
+        self._index()
+        self.save()
+
+    def _index(self) -> None:
         self.version += 1
         by_type: dict[int, list[AclBinding]] = {}
         for acl in self.acls:
             by_type.setdefault(acl.resource_type, []).append(acl)
         self._by_type = by_type
-        self.save()
+        for view in list(self.views):
+            view.forget()
 
     # --- persistence ---------------------------------------------------------------------
     def load(self) -> None:
@@ -288,10 +298,7 @@ class Authorizer:
             return
         raw = json.loads(self.path.read_text())
         self.acls = {AclBinding(**item) for item in raw}
-        self.version += 1
-        self._by_type = {}
-        for acl in self.acls:
-            self._by_type.setdefault(acl.resource_type, []).append(acl)
+        self._index()
 
     def save(self) -> None:
         if self.path is None:
@@ -308,30 +315,62 @@ class Authorizer:
 
 
 class Access:
-    """One connection's view: its principal and host, decisions cached until ACLs change."""
+    """One connection's view: its principal and host, decisions cached until ACLs change.
 
-    __slots__ = ("_cache", "_version", "authorizer", "host", "principal")
+    ``granted`` holds the names allowed so far per ``resource_type << 8 | operation`` (a
+    set; a missing key reads as an empty set): the hot requests ask ``name in
+    access.group_reads`` and ``Rule.denies`` its rule's set before calling ``allowed``.
+    Refusals are kept apart. The authorizer empties both when its ACLs change."""
+
+    __slots__ = (
+        "__weakref__",
+        "_kept",
+        "_refused",
+        "authorizer",
+        "granted",
+        "group_reads",
+        "host",
+        "principal",
+    )
 
     def __init__(self, authorizer: Authorizer, principal: str, host: str) -> None:
         self.authorizer = authorizer
         self.principal = principal
         self.host = host
-        self._cache: dict[tuple[int, str, int], bool] = {}
-        self._version = authorizer.version
+        self.group_reads: set[str] = set()  # the groups it may READ (GROUP_READ_KEY's set)
+        self.granted: defaultdict[int, set[str]] = defaultdict(set)
+        self.granted[GROUP_READ_KEY] = self.group_reads
+        self._refused: set[tuple[int, str, int]] = set()
+        self._kept = 0  # decisions kept, at most KEPT
+        authorizer.views.add(self)
 
     def allowed(self, resource_type: int, name: str, operation: int) -> bool:
-        if self._version != self.authorizer.version:
-            self._cache.clear()
-            self._version = self.authorizer.version
+        # (.get: a set is made for a key only once a decision under it is kept)
+        granted = self.granted.get(resource_type << 8 | operation)
+        if granted is not None and name in granted:
+            return True
         key = (resource_type, name, operation)
-        decision = self._cache.get(key)
-        if decision is None:
-            decision = self.authorizer.authorize(
-                self.principal, self.host, resource_type, name, operation
-            )
-            if len(self._cache) < 10_000:
-                self._cache[key] = decision
+        if key in self._refused:
+            return False
+        decision = self.authorizer.authorize(
+            self.principal, self.host, resource_type, name, operation
+        )
+        if self._kept < KEPT:
+            self._kept += 1
+            if not decision:
+                self._refused.add(key)
+            elif granted is None:
+                self.granted[resource_type << 8 | operation] = {name}
+            else:
+                granted.add(name)
         return decision
+
+    def forget(self) -> None:
+        """The ACLs changed: decide everything again."""
+        for names in self.granted.values():
+            names.clear()
+        self._refused.clear()
+        self._kept = 0
 
     def any_allowed(self, resource_type: int, operation: int) -> bool:
         return self.authorizer.any_allowed(self.principal, self.host, resource_type, operation)

@@ -11,7 +11,7 @@ the table test fails first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kgroupd.broker.security.acls import CLUSTER_NAME, Access, Operation, ResourceType
@@ -23,9 +23,18 @@ class Rule:
     resource_type: ResourceType
     operation: Operation
     error: ErrorCode
+    key: int = field(init=False, repr=False, compare=False)  # Access.granted's key
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.resource_type << 8 | self.operation)
 
     def denies(self, access: Access | None, name: str) -> bool:
-        return access is not None and not access.allowed(self.resource_type, name, self.operation)
+        # a name allowed before is in the connection's set: no call (else ask, and cache)
+        return (
+            access is not None
+            and name not in access.granted[self.key]
+            and not access.allowed(self.resource_type, name, self.operation)
+        )
 
 
 _T, _G, _C, _X = (

@@ -53,7 +53,7 @@ def encode_heartbeat_response(error_code: int, version: int) -> bytes:
 
 
 _V0 = struct.Struct(">iih")  # size, correlation id, error_code
-_V1 = struct.Struct(">iiih")  # ..., throttle_time_ms, error_code
+ANSWER_V1 = struct.Struct(">iiih")  # ..., throttle_time_ms, error_code (v1-v3)
 _V4 = struct.Struct(">iibihb")  # size, correlation id, header tags, ..., body tags
 
 
@@ -62,5 +62,5 @@ def heartbeat_answer(corr: int, error_code: int, version: int) -> bytes:
     if version >= FLEXIBLE_FROM:
         return _V4.pack(12, corr, 0, 0, error_code, 0)
     if version >= 1:
-        return _V1.pack(10, corr, 0, error_code)
+        return ANSWER_V1.pack(10, corr, 0, error_code)
     return _V0.pack(6, corr, error_code)

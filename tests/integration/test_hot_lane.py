@@ -23,6 +23,7 @@ from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.fast import commit as commit_module
 from kgroupd.protocol.messages import lookup
+from tests.integration.test_http import http_port, scrape, value
 
 TOPIC = "lane-topic"
 
@@ -203,7 +204,8 @@ async def test_steady_consumer_group_heartbeat(server: KafkaServer, wire: Wire) 
 @pytest.mark.asyncio
 async def test_the_lane_asks_the_authorizer() -> None:
     """Under ``--authorizer acl`` the lane serves what the ACLs allow, answering as the
-    general path does, and a group its principal may not read is refused as there."""
+    general path does, and a group its principal may not read is refused as there, also
+    after a decision kept by the connection changes."""
     async with running_server(
         log_level="warning",
         initial_rebalance_delay_ms=0,
@@ -248,6 +250,37 @@ async def test_the_lane_asks_the_authorizer() -> None:
                     assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
 
         await commits((0, 30))
+        # decisions are kept per connection until the ACLs change: a DENY on the group
+        # allowed so far refuses its next beat and commit, and its removal allows them again
+        commit = {
+            "group_id": "lane-acl",
+            "generation_id_or_member_epoch": generation,
+            "member_id": member,
+            "topics": [{"name": TOPIC, "partitions": parts}],
+        }
+        for permission, code in ((2, 30), (0, 0)):
+            if permission:
+                acl = {**deny, "resource_name": "lane-acl"}
+                answer = spec.decode_response(await wire.raw(30, 1, "setup", creations=[acl]))
+                assert answer["results"][0]["error_code"] == 0, answer
+            else:
+                wanted = {
+                    "resource_type_filter": 3,
+                    "resource_name_filter": "lane-acl",
+                    "pattern_type_filter": 3,
+                    "principal_filter": None,
+                    "host_filter": None,
+                    "operation": 1,
+                    "permission_type": 1,
+                }
+                removal = lookup(31, 1)
+                assert removal is not None
+                raw = await wire.raw(31, 1, "setup", filters=[wanted])
+                answer = removal.decode_response(raw)
+                assert answer["filter_results"][0]["matching_acls"], answer
+            assert (await wire.both(12, 1, **ok))["error_code"] == code
+            answer = await wire.both(8, 2, **commit)
+            assert answer["topics"][0]["partitions"][0]["error_code"] == code, answer
         topic_denied = {**deny, "resource_type": 2, "resource_name": TOPIC}  # READ on the topic
         created = spec.decode_response(await wire.raw(30, 1, "setup", creations=[topic_denied]))
         assert created["results"][0]["error_code"] == 0, created
@@ -357,3 +390,75 @@ async def test_consumer_group_member_commits_of_a_shape(server: KafkaServer, wir
                 assert stored[1].offset == offset
             else:
                 assert codes[0] != 0 and codes[0] == codes[1], (version, answer)
+
+
+@pytest.mark.asyncio
+async def test_a_heartbeat_sent_again_gets_the_group_of_now(wire: Wire) -> None:
+    """The lane reads a member's heartbeat body once and keeps its fields: the same bytes
+    sent again after the member left are answered from the group as it is then."""
+    member, generation = await _classic_member(wire, "lane-again-hb")
+    ok = {"group_id": "lane-again-hb", "generation_id": generation, "member_id": member}
+    for version in range(5):
+        for _ in range(3):
+            assert (await wire.both(12, version, **ok))["error_code"] == 0
+    spec = lookup(13, 0)
+    assert spec is not None
+    left = await wire.raw(13, 0, "setup", group_id="lane-again-hb", member_id=member)
+    assert spec.decode_response(left)["error_code"] == 0
+    for version in range(5):
+        assert (await wire.both(12, version, **ok))["error_code"] == 25  # UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.asyncio
+async def test_a_steady_heartbeat_sent_again_after_leaving(server: KafkaServer, wire: Wire) -> None:
+    """The same steady ConsumerGroupHeartbeat bytes once the member has left: the lane leaves
+    it to the general path, which answers UNKNOWN_MEMBER_ID, on both."""
+    group = "lane-cg-again"
+    spec = lookup(68, 1)
+    assert spec is not None
+    join = {
+        "group_id": group,
+        "member_id": str(uuid.uuid4()),
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": [TOPIC],
+        "topic_partitions": [],
+    }
+    got = spec.decode_response(await wire.raw(68, 1, "setup", **join))
+    member, epoch = got["member_id"], got["member_epoch"]
+    topic_id = server.broker.topics.topics[TOPIC].topic_id
+    owned = [{"topic_id": topic_id, "partitions": [0, 1, 2, 3]}]
+    ack = {"group_id": group, "member_id": member, "member_epoch": epoch}
+    got = spec.decode_response(await wire.raw(68, 1, "setup", **ack, topic_partitions=owned))
+    steady = {"group_id": group, "member_id": member, "member_epoch": got["member_epoch"]}
+    for _ in range(3):
+        assert (await wire.both(68, 1, **steady))["error_code"] == 0
+    leave = {**steady, "member_epoch": -1}
+    assert spec.decode_response(await wire.raw(68, 1, "setup", **leave))["error_code"] == 0
+    assert (await wire.both(68, 1, **steady))["error_code"] == 25  # UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.asyncio
+async def test_the_lane_counts_every_answer_in_metrics(server: KafkaServer, wire: Wire) -> None:
+    """/metrics counts the lane's answers exactly: each Heartbeat once, per version, its
+    errors by name, its duration in the histogram."""
+    member, generation = await _classic_member(wire, "lane-counted")
+    ok = {"group_id": "lane-counted", "generation_id": generation, "member_id": member}
+    stale = {**ok, "generation_id": generation + 1}
+    spec = lookup(12, 1)
+    assert spec is not None
+    port = http_port(server)
+    before = await scrape(port)
+    for body, times in ((ok, 7), (stale, 3)):
+        for _ in range(times):
+            spec.decode_response(await wire.raw(12, 1, "lane", **body))
+    after = await scrape(port)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("kgroupd_requests_total", api="Heartbeat", version="1") == 10
+    assert moved("kgroupd_request_errors_total", api="Heartbeat", error="ILLEGAL_GENERATION") == 3
+    assert moved("kgroupd_request_duration_seconds_count", api="Heartbeat") == 10
+    assert moved("kgroupd_request_duration_seconds_bucket", api="Heartbeat", le="+Inf") == 10
+    assert moved("kgroupd_request_duration_seconds_sum", api="Heartbeat") > 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 
@@ -158,6 +158,8 @@ class ConsumerGroup:
         self.assignment_epochs: dict[str, dict[tuple[uuid.UUID, int], int]] = {}
         self.assignor_name = ""
         self.dead = False
+        # member id -> (the member, its session timer's key and op): coordinator/beats.py
+        self.beats: dict[str, tuple[ConsumerMember, str, Callable[[], None]]] = {}
 
     # --- derived state -----------------------------------------------------------------------
     @property
