@@ -420,7 +420,7 @@ class KafkaConnection(asyncio.Protocol):
                 f"unsupported version {version} of api key {api_key} "
                 f"(we serve {entry.min_version}-{entry.max_version})"
             )
-        if entry.hot is not None and sasl is None:
+        if entry.hot is not None:  # an authenticated SASL session too (refusal() above)
             answer = hot_answer(self, entry, frame, version, corr)
             if answer is not None:
                 return answer

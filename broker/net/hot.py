@@ -1,14 +1,14 @@
 """The request path's pieces outside ``KafkaConnection``: the lane of the hot requests, and
 how answers are counted and framed.
 
-The lane (issue 26): a connection with no SASL, no injected error and no request quota
-answers Heartbeat, OffsetCommit and ConsumerGroupHeartbeat through their
-``HandlerEntry.hot`` functions, which read the frame and write the framed answer
-themselves: no header object, no request dict, no ``RequestContext``. Anything unusual (a
-null client id, header tags, a malformed body, ``--fsync always``, a refusal of
-``--authorizer acl``, whose cached decisions the hot functions ask) returns None and takes
-the general path, which answers it as before. What the lane skips is exactly what such a
-connection does not use.
+The lane (issue 26): a connection with no injected error and no request quota (over SASL
+once its session is authenticated and unexpired, which the connection checks first) answers
+Heartbeat, OffsetCommit and ConsumerGroupHeartbeat through their ``HandlerEntry.hot``
+functions, which read the frame and write the framed answer themselves: no header object, no
+request dict, no ``RequestContext``. Anything unusual (a null client id, header tags, a
+malformed body, ``--fsync always``, a refusal of ``--authorizer acl``, whose cached
+decisions the hot functions ask) returns None and takes the general path, which answers it
+as before. What the lane skips is exactly what such a connection does not use.
 """
 
 from __future__ import annotations

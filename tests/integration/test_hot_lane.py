@@ -10,15 +10,18 @@ from a Stable group, errors, refused partitions.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.handlers.registry import HANDLERS, entry_for
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
 from kgroupd.protocol.fast import commit as commit_module
@@ -462,3 +465,64 @@ async def test_the_lane_counts_every_answer_in_metrics(server: KafkaServer, wire
     assert moved("kgroupd_request_duration_seconds_count", api="Heartbeat") == 10
     assert moved("kgroupd_request_duration_seconds_bucket", api="Heartbeat", le="+Inf") == 10
     assert moved("kgroupd_request_duration_seconds_sum", api="Heartbeat") > 0
+
+
+@pytest.mark.asyncio
+async def test_an_authenticated_sasl_session_takes_the_lane(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over SASL the hot requests take the lane once the session is authenticated (answering
+    as the general path does); a heartbeat before authentication, or after the session
+    expired (``--connections-max-reauth-ms``), still closes the connection."""
+    taken: list[int] = []
+    entry = entry_for(12)
+    assert entry is not None and entry.hot is not None
+    hot = entry.hot
+
+    def counted(*args: Any) -> Any:
+        taken.append(1)
+        return hot(*args)
+
+    monkeypatch.setitem(HANDLERS, 12, dataclasses.replace(entry, hot=counted))
+    users = tmp_path / "users.txt"
+    users.write_text("alice:alice-secret\n")
+    async with running_server(
+        log_level="warning",
+        initial_rebalance_delay_ms=0,
+        create_topics=(TopicSpec(TOPIC, 4),),
+        listeners="SASL_PLAINTEXT://127.0.0.1:0",
+        sasl_users=str(users),
+        connections_max_reauth_ms=1500,
+    ) as srv:
+        port = srv.bound[0][1]
+
+        async def login() -> tuple[Wire, asyncio.StreamWriter]:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            wire = Wire(reader, writer)
+            for key, version, fields in (
+                (17, 1, {"mechanism": "PLAIN"}),
+                (36, 2, {"auth_bytes": b"\0alice\0alice-secret"}),
+            ):
+                spec = lookup(key, version)
+                assert spec is not None
+                answer = spec.decode_response(await wire.raw(key, version, "setup", **fields))
+                assert answer["error_code"] == 0, answer
+            return wire, writer
+
+        wire, writer = await login()
+        member, generation = await _classic_member(wire, "lane-sasl")
+        ok = {"group_id": "lane-sasl", "generation_id": generation, "member_id": member}
+        for version in range(5):
+            assert (await wire.both(12, version, **ok))["error_code"] == 0
+        assert len(taken) >= 5  # the lane read them (the null client ids: the general path)
+        await asyncio.sleep(1.6)  # the session ends: the next request closes the connection
+        with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+            await wire.raw(12, 1, "lane", **ok)
+        writer.close()
+        # never authenticated: a heartbeat closes the connection, the lane never asked
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        before = len(taken)
+        with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+            await Wire(reader, writer).raw(12, 1, "lane", **ok)
+        assert len(taken) == before
+        writer.close()
