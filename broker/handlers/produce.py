@@ -16,8 +16,10 @@ does (``kgroupd.broker.log.validate``: a batch that lies is refused, never store
 offset (and partition leader epoch) rewritten, and LogAppendTime topics get their timestamp
 fields and CRC rewritten.
 Idempotent batches are de-duplicated over the last five per (producer, partition).
-acks=0 gets no response at all; under ``--fsync always`` acks=1/-1 are answered once the
-batches are on disk.
+acks=0 gets no response at all, but if any partition failed the connection is closed once
+the partitions that succeeded are appended (Kafka's KafkaApis.handleProduceRequest: so that
+the producer notices and refreshes its metadata); under ``--fsync always`` acks=1/-1 are
+answered once the batches are on disk.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from collections.abc import Awaitable
 from typing import cast
 
 from kgroupd.broker.coordinator.txn import AddPartitions
-from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from kgroupd.broker.handlers.registry import (
+    CloseConnection,
+    Fields,
+    Held,
+    Reply,
+    RequestContext,
+    handler,
+)
 from kgroupd.broker.handlers.throttling import charge
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.log.timestamps import INVALID_TIMESTAMP_MESSAGE, timestamp_errors
@@ -318,6 +327,7 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
             Awaitable[Fields], _produce_later(ctx, out, later, acks, throttle_ms, txn_id, appended)
         )
     if acks == 0:
+        _close_if_failed(ctx, out)
         return None
     reply = {"responses": out, "throttle_time_ms": throttle_ms}
     # Under --fsync always, acks=1/-1 are answered once the batches are on disk.
@@ -325,6 +335,28 @@ def handle_produce(ctx: RequestContext, req: Fields) -> Reply:
     if synced is None:
         return reply
     return Held(synced, reply)
+
+
+def _close_if_failed(ctx: RequestContext, out: list[Fields]) -> None:
+    """acks=0 answers nothing, but a partition that failed closes the connection (raises
+    CloseConnection) so that the producer notices and refreshes its metadata, as Kafka's
+    handleProduceRequest does; what the other partitions appended stays."""
+    errors = {
+        f"{t['name'] or t['topic_id']}-{p['index']}": ErrorCode(p["error_code"]).name
+        for t in out
+        for p in t["partition_responses"]
+        if p["error_code"]
+    }
+    if not errors:
+        return
+    ctx.log.info(
+        "produce_acks0_failed_closing",
+        reason="an acks=0 Produce failed: closing the connection so the producer notices",
+        correlation_id=ctx.correlation_id,
+        errors=errors,
+    )
+    first = next(p["error_code"] for t in out for p in t["partition_responses"] if p["error_code"])
+    raise CloseConnection("an acks=0 Produce failed", int(first))
 
 
 def _validated(data: bytes | memoryview, topic: Topic, index: int) -> Refused | None:
@@ -356,6 +388,7 @@ async def _produce_later(
         parts[at] = append_partition(ctx, topic, index, data, txn_id, verdict or True)
         appended = appended or parts[at]["error_code"] == 0
     if acks == 0:
+        _close_if_failed(ctx, out)
         return None
     synced = ctx.broker.data_synced() if appended else None
     if synced is not None:

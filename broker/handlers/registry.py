@@ -38,6 +38,17 @@ class Held:
     reply: Fields | bytes
 
 
+class CloseConnection(Exception):
+    """Raised by a handler, or by the awaitable it returned: no answer, and the connection
+    closes once the answers before it are sent (the requests after it are dropped). Kafka's
+    ``closeConnection`` for an acks=0 Produce that failed, so that the producer notices and
+    refreshes its metadata. The handler logged why; ``error`` is counted in the metrics."""
+
+    def __init__(self, reason: str, error: int) -> None:
+        super().__init__(reason)
+        self.error = error
+
+
 # A handler answers with the response fields (one dict shape for every version: fields a
 # version lacks are ignored), an encoded response body (hot paths), an awaitable of either
 # when it must wait, a ``Held`` answer, or None for no answer.

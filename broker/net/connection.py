@@ -26,7 +26,13 @@ import structlog
 
 from kgroupd.broker.config.security import SASL_PROTOCOLS
 from kgroupd.broker.handlers.api_versions import api_versions_body
-from kgroupd.broker.handlers.registry import HANDLERS, Held, RequestContext, entry_for
+from kgroupd.broker.handlers.registry import (
+    HANDLERS,
+    CloseConnection,
+    Held,
+    RequestContext,
+    entry_for,
+)
 from kgroupd.broker.handlers.throttling import UNTHROTTLED, charge_request_time
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.net.failed_auth import FailedAuthDelay
@@ -251,6 +257,11 @@ class KafkaConnection(asyncio.Protocol):
                     self._write_out(out)
                 self._close(str(exc))
                 return
+            except CloseConnection as exc:  # no answer; the handler logged why
+                if out:
+                    self._write_out(out)
+                self._close_after_held(str(exc))
+                return
             if result is None:
                 continue
             if isinstance(result, bytes):
@@ -365,6 +376,9 @@ class KafkaConnection(asyncio.Protocol):
         if self.closing or fut.cancelled():
             return
         exc = fut.exception()
+        if isinstance(exc, CloseConnection):
+            self._close_after_held(str(exc))
+            return
         if exc is not None:
             self.log.error(
                 "handler_failed",
@@ -496,6 +510,10 @@ class KafkaConnection(asyncio.Protocol):
                 return _HeldAnswer(reply.until, [framed])
             else:
                 return reply, spec, corr
+        except CloseConnection as exc:
+            if stats is not None:
+                stats.request(api_key, version, exc.error, _clock() - started)
+            raise
         except Exception:
             self.log.exception("handler_failed", api_key=api_key, api_version=version)
             if stats is not None:
@@ -561,6 +579,16 @@ class KafkaConnection(asyncio.Protocol):
             self.log.warning("connection_closing", reason=reason)
         if self.transport is not None:
             self.transport.close()
+
+    def _close_after_held(self, reason: str) -> None:
+        """Close, answering nothing more, once the answers held before (their fsyncs) are
+        sent; the requests after are dropped (a handler's CloseConnection)."""
+        pending = [until for until, _ in self.held if until is not None]
+        if not pending:
+            self._close(reason, error=False)
+            return
+        self.waiting = asyncio.gather(*pending, return_exceptions=True)
+        self.waiting.add_done_callback(lambda _: self._close(reason, error=False))
 
     def close_when_idle(self) -> None:
         """For shutdown: close now if nothing is in flight, else once it is answered."""

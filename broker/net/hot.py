@@ -19,7 +19,7 @@ from bisect import bisect_left
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kgroupd.broker.handlers.registry import HandlerEntry, Held
+from kgroupd.broker.handlers.registry import CloseConnection, HandlerEntry, Held
 from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.rules import ACCESS
 from kgroupd.broker.stats import FIRST_BOUND, REQUEST_BUCKETS, BrokerStats
@@ -127,6 +127,9 @@ async def _counted(
 ) -> Any:
     try:
         reply = await waiting
+    except CloseConnection as exc:  # an acks=0 Produce that failed: its error
+        stats.request(api_key, version, exc.error, clock() - started)
+        raise
     except Exception:
         stats.request(api_key, version, UNKNOWN, clock() - started)
         raise
