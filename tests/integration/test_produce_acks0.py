@@ -5,7 +5,8 @@ metadata). An acks=0 Produce that failed nowhere leaves the connection open.
 
 Raw Produce frames (tests/support/kafka_wire.py): a real client checks its metadata before it
 names a partition, so it cannot be made to send most of these. A confluent-kafka producer
-whose batch the topic refuses (too large) is closed and goes on delivering.
+or kafka-python producer whose batch the topic refuses (too large) is closed and goes on
+delivering.
 """
 
 from __future__ import annotations
@@ -277,6 +278,37 @@ async def test_a_confluent_producer_is_closed_and_goes_on_delivering(
     await wait_for(closed, [{"capped-0": "MESSAGE_TOO_LARGE"}])
     await asyncio.to_thread(send, b"after")
     await wait_for(lambda: end_offset(server.port, "capped", 0), 2)
+    assert await values(server.port, "capped", 0) == [b"before", b"after"]
+
+
+@pytest.mark.filterwarnings("ignore:(read_text|open_text) is deprecated:DeprecationWarning")
+async def test_a_kafka_python_producer_is_closed_and_goes_on_delivering(
+    logs: list[dict[str, Any]], server: KafkaServer
+) -> None:
+    from kafka import KafkaProducer
+
+    async with await WireClient.connect(server.port) as c:
+        await create_topic(c, "capped", configs={"max.message.bytes": "2000"})
+    address = f"127.0.0.1:{server.port}"  # it bootstraps in its constructor: not on the loop
+    producer = await asyncio.to_thread(KafkaProducer, bootstrap_servers=address, acks=0)
+
+    def send(value: bytes) -> None:
+        producer.send("capped", value, partition=0)
+        producer.flush(30)
+
+    try:
+        await asyncio.to_thread(send, b"before")
+        await wait_for(lambda: end_offset(server.port, "capped", 0), 1)
+        await asyncio.to_thread(send, b"x" * 10_000)  # refused: MESSAGE_TOO_LARGE
+
+        async def closed() -> list[dict[str, Any]]:
+            return closings(logs)
+
+        await wait_for(closed, [{"capped-0": "MESSAGE_TOO_LARGE"}])
+        await asyncio.to_thread(send, b"after")
+        await wait_for(lambda: end_offset(server.port, "capped", 0), 2)
+    finally:
+        await asyncio.to_thread(producer.close, 5)
     assert await values(server.port, "capped", 0) == [b"before", b"after"]
 
 
