@@ -20,10 +20,13 @@ import pytest
 import pytest_asyncio
 
 from kgroupd.broker.config.settings import TopicSpec
+from kgroupd.broker.handlers.group_offsets import _answered_none
 from kgroupd.broker.handlers.registry import HeldAnswer
 from kgroupd.broker.net import connection as connection_module
 from kgroupd.broker.net.server import KafkaServer
 from kgroupd.broker.testing import running_server
+from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.fast import encode_offset_commit_response
 from kgroupd.protocol.messages import lookup
 
 TOPIC = "lane-fsync"
@@ -168,3 +171,16 @@ async def test_lane_commits_are_answered_after_their_fsync(
             assert await wire.receive(version, refused) == errors[0]
     finally:
         writer.close()
+
+
+def test_a_shaped_answer_with_errors_is_held_only_if_a_partition_committed() -> None:
+    """The lane's learned shapes (v0-v9) answer refused partitions from the coordinator's
+    result: held if any partition committed, not if every one was refused."""
+    member, too_large = ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.OFFSET_METADATA_TOO_LARGE
+    for version in range(10):
+        refused = encode_offset_commit_response(version, (("t", ((0, member), (1, member))),))
+        partly = encode_offset_commit_response(
+            version, (("t", ((0, ErrorCode.NONE), (1, too_large))),)
+        )
+        assert not _answered_none(version, refused)
+        assert _answered_none(version, partly)
