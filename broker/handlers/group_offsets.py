@@ -27,7 +27,14 @@ from kgroupd.broker.coordinator import (
 )
 from kgroupd.broker.handlers.known_partitions import UNKNOWN as UNKNOWN_TOPIC_OR_PARTITION
 from kgroupd.broker.handlers.known_partitions import merge_answers, valid_partitions
-from kgroupd.broker.handlers.registry import Fields, Held, Reply, RequestContext, handler
+from kgroupd.broker.handlers.registry import (
+    Fields,
+    Held,
+    HeldAnswer,
+    Reply,
+    RequestContext,
+    handler,
+)
 from kgroupd.broker.security.rules import GROUP_DESCRIBE, GROUP_READ, TOPIC_DESCRIBE, TOPIC_READ
 from kgroupd.protocol.errors import ErrorCode
 from kgroupd.protocol.fast import decode_offset_commit, encode_offset_commit_response
@@ -37,6 +44,7 @@ from kgroupd.protocol.fast.commit import (
     learn_offset_commit,
     match_offset_commit,
 )
+from kgroupd.protocol.messages import lookup
 
 if TYPE_CHECKING:
     from kgroupd.broker.security.acls import Access
@@ -55,12 +63,12 @@ _tuple_new = tuple.__new__
 
 def hot_offset_commit(
     broker: Broker, frame: bytes, pos: int, version: int, corr: int, access: Access | None
-) -> tuple[bytes, int] | None:
+) -> tuple[bytes | HeldAnswer, int] | None:
     """OffsetCommit on the lane (``kgroupd.broker.net.hot``), as ``handle_offset_commit``;
-    not under ``--fsync always`` (an answer held for its fsync)."""
-    if broker.durability is not None and broker.config.fsync_mode == "always":
-        return None
+    under ``--fsync always`` a commit that wrote is answered once its records are on disk
+    (a ``HeldAnswer``: the connection goes on with the requests behind it meanwhile)."""
     body = None
+    wrote = True
     # a consumer's commit again: its shape's fields, without the decoder
     matched = match_offset_commit(frame, pos, version)
     if matched is not None:
@@ -71,10 +79,28 @@ def hot_offset_commit(
         except Exception:
             return None  # the general path reads it again, and closes the connection
         learn_offset_commit(frame, pos, version, req)
-        body = _offset_commit(broker, access, req, version)[0]
+        body, wrote = _offset_commit(broker, access, req, version)
     if version >= FLEXIBLE_FROM:
-        return _HEAD1.pack(len(body) + 5, corr, 0) + body, 0
-    return _HEAD0.pack(len(body) + 4, corr) + body, 0
+        framed = _HEAD1.pack(len(body) + 5, corr, 0) + body
+    else:
+        framed = _HEAD0.pack(len(body) + 4, corr) + body
+    if broker.durability is not None and broker.config.fsync_mode == "always":
+        if matched is not None and body is not matched[0].state[2]:  # refused partitions
+            wrote = _answered_none(version, body)
+        synced = broker.state_synced() if wrote else None
+        if synced is not None:  # held until its records are on disk (errors only: not held)
+            return HeldAnswer(synced, [framed]), 0
+    return framed, 0
+
+
+def _answered_none(version: int, body: bytes) -> bool:
+    """Whether an OffsetCommit answer (rare: with errors) has a partition that committed."""
+    spec = lookup(8, version)
+    try:
+        answer = spec.decode_response(body)  # type: ignore[union-attr]
+    except Exception:
+        return True  # (not a shaped version's answer) held: the safe side
+    return any(p["error_code"] == 0 for t in answer["topics"] for p in t["partitions"])
 
 
 def _shaped(
@@ -147,15 +173,16 @@ def handle_offset_commit(ctx: RequestContext, req: Fields) -> Reply:
     """Partitions of unknown topics (by name or, from v10, by id) or beyond a topic's
     partitions are refused before the coordinator sees the commit, as KafkaApis refuses them;
     a commit refused entirely never reaches it (no group is created)."""
-    body, committed = _offset_commit(ctx.broker, ctx.access, req, ctx.api_version)
+    body, wrote = _offset_commit(ctx.broker, ctx.access, req, ctx.api_version)
     # Under --fsync always the commit is answered only once its records are on disk.
-    return when_durable(ctx.broker.state_synced(), body) if committed else body
+    return when_durable(ctx.broker.state_synced(), body) if wrote else body
 
 
 def _offset_commit(
     broker: Broker, access: Access | None, req: Fields, version: int
 ) -> tuple[bytes, bool]:
-    """The answer's body, and whether the coordinator took a commit; ``access``: the
+    """The answer's body, and whether the coordinator committed a partition (wrote a record
+    to hold the answer for: an answer of errors only is not held); ``access``: the
     connection's under ``--authorizer acl`` (None: no authorizer)."""
     ids: list[bytes] | None = None  # v10: the decoder gives each id's 16 bytes
     refused: dict[Any, list[tuple[int, ErrorCode]]] = {}
@@ -222,6 +249,10 @@ def _offset_commit(
                 _answers.clear()
             _answers[key] = body
         return body, bool(cmd_topics)
+    if result is not None:  # a partition committed: its records are to be held for
+        wrote = any(e == 0 for _name, parts in result.topics for _p, e in parts)
+    else:
+        wrote = bool(cmd_topics)
     answered: Any = result.topics if result is not None else _all_clear(cmd_topics)
     if refused:  # rare: merged per topic, as Kafka's response builder does
         if ids is not None:
@@ -229,7 +260,7 @@ def _offset_commit(
             ids = None
         answered = merge_answers(answered, refused)
     # The coordinator answers topics in the order asked: v10 names them by the ids asked.
-    return encode_offset_commit_response(version, answered, ids), bool(cmd_topics)
+    return encode_offset_commit_response(version, answered, ids), wrote
 
 
 def _all_clear(topics: tuple[OffsetCommitTopic, ...]) -> tuple[Any, ...]:

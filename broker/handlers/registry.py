@@ -49,6 +49,18 @@ class CloseConnection(Exception):
         self.error = error
 
 
+class HeldAnswer:
+    """A framed answer held until ``until`` (the fsync of what its request wrote): what the
+    connection queues (``KafkaConnection._hold``); the lane's hot functions make it
+    themselves under ``--fsync always``."""
+
+    __slots__ = ("framed", "until")
+
+    def __init__(self, until: asyncio.Future[None], framed: list[bytes | memoryview]) -> None:
+        self.until = until
+        self.framed = framed
+
+
 # A handler answers with the response fields (one dict shape for every version: fields a
 # version lacks are ignored), an encoded response body (hot paths), an awaitable of either
 # when it must wait, a ``Held`` answer, or None for no answer.
@@ -59,11 +71,14 @@ HandlerFn = Callable[["RequestContext", Fields], Reply]
 Decoder = Callable[[bytes, int, int], Fields]
 # A hot API's whole request on the lane of a connection with no SASL, no injected error and
 # no request quota (``kgroupd.broker.net.hot``): (broker, frame, body offset, version,
-# correlation id, the connection's authorizer access or None) -> (the framed answer, its
-# top-level error code for the metrics), or None to take the general path (a malformed or
-# refused request, anything unusual). It changes nothing before it knows it answers; tests
-# check its answers against the general path's.
-HotFn = Callable[["Broker", bytes, int, int, int, "Access | None"], "tuple[bytes, int] | None"]
+# correlation id, the connection's authorizer access or None) -> (the framed answer, or a
+# ``HeldAnswer`` of it under ``--fsync always``, and its top-level error code for the
+# metrics), or None to take the general path (a malformed or refused request, anything
+# unusual). It changes nothing before it knows it answers; tests check its answers against
+# the general path's.
+HotFn = Callable[
+    ["Broker", bytes, int, int, int, "Access | None"], "tuple[bytes | HeldAnswer, int] | None"
+]
 
 
 @dataclass(slots=True)

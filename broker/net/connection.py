@@ -33,11 +33,11 @@ from kgroupd.broker.handlers.registry import (
     RequestContext,
     entry_for,
 )
+from kgroupd.broker.handlers.registry import HeldAnswer as _HeldAnswer
 from kgroupd.broker.handlers.throttling import UNTHROTTLED, charge_request_time
 from kgroupd.broker.log.partition import now_ms
 from kgroupd.broker.net.failed_auth import FailedAuthDelay
 from kgroupd.broker.net.hot import UNKNOWN as _UNKNOWN
-from kgroupd.broker.net.hot import HeldAnswer as _HeldAnswer
 from kgroupd.broker.net.hot import clock as _clock
 from kgroupd.broker.net.hot import count_reply as _count
 from kgroupd.broker.net.hot import framed_chunks as _framed_chunks
@@ -302,7 +302,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _hold(self, until: asyncio.Future[None] | None, framed: list[bytes | memoryview]) -> None:
         held = self.held
-        if until is None and held and held[-1][0] is None:
+        if held and held[-1][0] is until:  # behind the same fsync (or none): one entry
             held[-1][1].extend(framed)
             return
         held.append((until, list(framed)))

@@ -6,20 +6,21 @@ once its session is authenticated and unexpired, which the connection checks fir
 Heartbeat, OffsetCommit and ConsumerGroupHeartbeat through their ``HandlerEntry.hot``
 functions, which read the frame and write the framed answer themselves: no header object, no
 request dict, no ``RequestContext``. Anything unusual (a null client id, header tags, a
-malformed body, ``--fsync always``, a refusal of ``--authorizer acl``, whose cached
-decisions the hot functions ask) returns None and takes the general path, which answers it
-as before. What the lane skips is exactly what such a connection does not use.
+malformed body, a refusal of ``--authorizer acl``, whose cached decisions the hot functions
+ask) returns None and takes the general path, which answers it as before. What the lane skips
+is exactly what such a connection does not use. Under ``--fsync always`` an OffsetCommit that
+wrote a record is answered with a ``HeldAnswer``: the framed answer, sent once the fsync of
+what it wrote is done (the connection goes on meanwhile, so one fsync covers a pipeline).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from bisect import bisect_left
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kgroupd.broker.handlers.registry import CloseConnection, HandlerEntry, Held
+from kgroupd.broker.handlers.registry import CloseConnection, HandlerEntry, Held, HeldAnswer
 from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.broker.security.rules import ACCESS
 from kgroupd.broker.stats import FIRST_BOUND, REQUEST_BUCKETS, BrokerStats
@@ -49,8 +50,9 @@ class Lane(Protocol):
 
 def hot_answer(
     conn: Lane, entry: HandlerEntry, frame: bytes | bytearray, version: int, corr: int
-) -> bytes | None:
-    """The framed answer of a hot request on the lane, or None: take the general path."""
+) -> bytes | HeldAnswer | None:
+    """The framed answer of a hot request on the lane (held for its fsync under ``--fsync
+    always``), or None: take the general path."""
     broker = conn.broker
     # (``broker.quotas.keys``: ``broker.throttle.enabled`` without a call)
     if broker.injected or type(frame) is not bytes or REQUEST_QUOTA in broker.quotas.keys:
@@ -146,14 +148,6 @@ def gate(access: Access, api_key: int, request: Any) -> ErrorCode | None:
     if entry.gate is None:
         return None
     return entry.gate(access, request)
-
-
-class HeldAnswer:
-    __slots__ = ("framed", "until")
-
-    def __init__(self, until: asyncio.Future[None], framed: list[bytes | memoryview]) -> None:
-        self.until = until
-        self.framed = framed
 
 
 def framed_chunks(corr: int, body: Chunks, spec: MessageSpec) -> Chunks:
