@@ -79,7 +79,8 @@ class LiveEvents(GroupEvents):
     def __init__(self, broker: Callable[[], Broker | None]) -> None:
         self._broker = broker
         self.subscribers: set[Subscriber] = set()
-        self.history: deque[bytes] = deque(maxlen=HISTORY)
+        # the last rebalances: their events encoded, or (id, event, data) until one is read
+        self.history: deque[bytes | tuple[int, str, dict[str, Any]]] = deque(maxlen=HISTORY)
         self._open: dict[str, _Open] = {}
         # group -> partition -> owner at its last completed rebalance
         self._assigned: dict[str, dict[TopicPartition, Owner]] = {}
@@ -93,8 +94,11 @@ class LiveEvents(GroupEvents):
         if len(self.subscribers) >= MAX_SUBSCRIBERS:
             return None
         sub = Subscriber()
-        for data in self.history:
-            sub.put(data)
+        history = self.history
+        for i, kept in enumerate(history):
+            if type(kept) is not bytes:  # kept with no subscriber: encoded now, once
+                kept = history[i] = _encoded(*kept)
+            sub.put(kept)
         self.subscribers.add(sub)
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().create_task(self._tick())
@@ -118,8 +122,11 @@ class LiveEvents(GroupEvents):
 
     def _send(self, event: str, data: dict[str, Any], keep: bool = False) -> None:
         self._next_id += 1
-        body = json.dumps(data, separators=(",", ":"))
-        encoded = f"id: {self._next_id}\nevent: {event}\ndata: {body}\n\n".encode()
+        if not self.subscribers:  # kept as it is, encoded if a subscriber comes (its data
+            if keep:  # is built for the event and not changed after)
+                self.history.append((self._next_id, event, data))
+            return
+        encoded = _encoded(self._next_id, event, data)
         if keep:
             self.history.append(encoded)
         for sub in self.subscribers:
@@ -156,8 +163,11 @@ class LiveEvents(GroupEvents):
     def rebalance_started(self, group_id: str, reason: str, consumer: bool = False) -> None:
         broker = self._broker()
         group = find_group(broker, group_id) if broker is not None else None
-        owners = assignment(broker, group) if broker is not None and group is not None else {}
-        before = self._assigned.setdefault(group_id, owners) if not consumer else owners
+        before = None if consumer else self._assigned.get(group_id)
+        if before is None:  # a classic group's owners are kept from its last rebalance
+            before = assignment(broker, group) if broker is not None and group is not None else {}
+            if not consumer:
+                self._assigned[group_id] = before
         member = _trigger(reason, group, before)
         started = self._open.get(group_id)
         if not consumer and started is None:
@@ -239,6 +249,11 @@ class LiveEvents(GroupEvents):
             },
             keep=True,
         )
+
+
+def _encoded(event_id: int, event: str, data: dict[str, Any]) -> bytes:
+    body = json.dumps(data, separators=(",", ":"))
+    return f"id: {event_id}\nevent: {event}\ndata: {body}\n\n".encode()
 
 
 def _trigger(reason: str, group: object, before: dict[TopicPartition, Owner]) -> Owner | None:
