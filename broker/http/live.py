@@ -18,6 +18,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -34,6 +35,8 @@ QUEUE_LIMIT = 1000
 MAX_SUBSCRIBERS = 64
 HISTORY = 50
 MOVED_LIMIT = 1000  # partitions listed in one rebalance event (all are counted)
+# an event's data, or what builds it (when a subscriber reads it)
+Data = dict[str, Any] | Callable[[], dict[str, Any]]
 _TOKEN = re.compile(r"[^\s'\"\[\](),]+")
 
 
@@ -80,7 +83,7 @@ class LiveEvents(GroupEvents):
         self._broker = broker
         self.subscribers: set[Subscriber] = set()
         # the last rebalances: their events encoded, or (id, event, data) until one is read
-        self.history: deque[bytes | tuple[int, str, dict[str, Any]]] = deque(maxlen=HISTORY)
+        self.history: deque[bytes | tuple[int, str, Data]] = deque(maxlen=HISTORY)
         self._open: dict[str, _Open] = {}
         # group -> partition -> owner at its last completed rebalance
         self._assigned: dict[str, dict[TopicPartition, Owner]] = {}
@@ -120,7 +123,7 @@ class LiveEvents(GroupEvents):
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
 
-    def _send(self, event: str, data: dict[str, Any], keep: bool = False) -> None:
+    def _send(self, event: str, data: Data, keep: bool = False) -> None:
         self._next_id += 1
         if not self.subscribers:  # kept as it is, encoded if a subscriber comes (its data
             if keep:  # is built for the event and not changed after)
@@ -168,8 +171,13 @@ class LiveEvents(GroupEvents):
             before = assignment(broker, group) if broker is not None and group is not None else {}
             if not consumer:
                 self._assigned[group_id] = before
-        member = _trigger(reason, group, before)
         started = self._open.get(group_id)
+        if not consumer and not self.subscribers:  # a classic start is not kept: no event
+            self._next_id += 1  # (its id taken, as if sent)
+            if started is None:
+                self._open[group_id] = _Open(reason, _trigger(reason, group, before))
+            return
+        member = _trigger(reason, group, before)
         if not consumer and started is None:
             self._open[group_id] = _Open(reason, member)
         generation = getattr(group, "generation_id", getattr(group, "group_epoch", 0))
@@ -221,38 +229,52 @@ class LiveEvents(GroupEvents):
             members=members,
             partitions_moved=len(moved),
         )
-        self._send(
-            "rebalance",
-            {
-                "ts": time.time(),
-                "phase": "end",
-                "group": group_id,
-                "type": "classic",
-                "generation": generation,
-                "state": state,
-                "reason": started.reason,
-                "category": rebalance_reason(started.reason),
-                "member": started.member.json() if started.member else None,
-                "started": started.started,
-                "duration_ms": round(duration * 1000, 1),
-                "members": members,
-                "partitions_moved": len(moved),
-                "moved": [
-                    {
-                        "topic": t,
-                        "partition": p,
-                        "from": old.json() if old else None,
-                        "to": new.json() if new else None,
-                    }
-                    for (t, p), old, new in moved[:MOVED_LIMIT]
-                ],
-            },
-            keep=True,
+        # built when read: kept as it is while nobody subscribes
+        end = partial(
+            _end_event, time.time(), group_id, state, generation, started, duration, members, moved
         )
+        self._send("rebalance", end, keep=True)
 
 
-def _encoded(event_id: int, event: str, data: dict[str, Any]) -> bytes:
-    body = json.dumps(data, separators=(",", ":"))
+def _end_event(
+    ts: float,
+    group_id: str,
+    state: str,
+    generation: int,
+    started: _Open,
+    duration: float,
+    members: int,
+    moved: list[tuple[TopicPartition, Owner | None, Owner | None]],
+) -> dict[str, Any]:
+    """A classic rebalance's end event."""
+    return {
+        "ts": ts,
+        "phase": "end",
+        "group": group_id,
+        "type": "classic",
+        "generation": generation,
+        "state": state,
+        "reason": started.reason,
+        "category": rebalance_reason(started.reason),
+        "member": started.member.json() if started.member else None,
+        "started": started.started,
+        "duration_ms": round(duration * 1000, 1),
+        "members": members,
+        "partitions_moved": len(moved),
+        "moved": [
+            {
+                "topic": t,
+                "partition": p,
+                "from": old.json() if old else None,
+                "to": new.json() if new else None,
+            }
+            for (t, p), old, new in moved[:MOVED_LIMIT]
+        ],
+    }
+
+
+def _encoded(event_id: int, event: str, data: Data) -> bytes:
+    body = json.dumps(data if isinstance(data, dict) else data(), separators=(",", ":"))
     return f"id: {event_id}\nevent: {event}\ndata: {body}\n\n".encode()
 
 
