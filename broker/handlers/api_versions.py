@@ -15,7 +15,9 @@ from kgroupd.broker.handlers.registry import (
     handler,
     supported_versions,
 )
+from kgroupd.broker.quotas import REQUEST as REQUEST_QUOTA
 from kgroupd.protocol.errors import ErrorCode
+from kgroupd.protocol.messages import lookup
 
 # Feature flags (KIP-584) Kafka 4.3 advertises, each with the API that makes it true here:
 # name -> (api key that must be served, min supported, max supported = finalized level).
@@ -58,6 +60,22 @@ def api_versions_body(error: ErrorCode, transaction_version: int = 2) -> Fields:
     return body
 
 
+# (version, finalized transaction.version) -> the encoded answer body. The body is the same
+# for every request of a version but for throttle_time_ms (0 here): the served-version table
+# and the features are fixed once the broker runs (UpdateFeatures validates and answers but
+# changes no finalized level: they come from HOMES and --transaction-version, the key).
+_ENCODED: dict[tuple[int, int], bytes] = {}
+
+
 @handler(18)
-def handle_api_versions(ctx: RequestContext, req: Fields) -> Fields:
-    return api_versions_body(ErrorCode.NONE, ctx.broker.config.transaction_version)
+def handle_api_versions(ctx: RequestContext, req: Fields) -> Fields | bytes:
+    level = ctx.broker.config.transaction_version
+    if ctx.broker.throttle.enabled(REQUEST_QUOTA):  # a throttle time may go in: the dict
+        return api_versions_body(ErrorCode.NONE, level)
+    key = (ctx.api_version, level)
+    body = _ENCODED.get(key)
+    if body is None:
+        spec = lookup(18, ctx.api_version)
+        assert spec is not None
+        body = _ENCODED[key] = spec.encode_response(api_versions_body(ErrorCode.NONE, level))
+    return body

@@ -18,6 +18,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -34,6 +35,8 @@ QUEUE_LIMIT = 1000
 MAX_SUBSCRIBERS = 64
 HISTORY = 50
 MOVED_LIMIT = 1000  # partitions listed in one rebalance event (all are counted)
+# an event's data, or what builds it (when a subscriber reads it)
+Data = dict[str, Any] | Callable[[], dict[str, Any]]
 _TOKEN = re.compile(r"[^\s'\"\[\](),]+")
 
 
@@ -79,7 +82,8 @@ class LiveEvents(GroupEvents):
     def __init__(self, broker: Callable[[], Broker | None]) -> None:
         self._broker = broker
         self.subscribers: set[Subscriber] = set()
-        self.history: deque[bytes] = deque(maxlen=HISTORY)
+        # the last rebalances: their events encoded, or (id, event, data) until one is read
+        self.history: deque[bytes | tuple[int, str, Data]] = deque(maxlen=HISTORY)
         self._open: dict[str, _Open] = {}
         # group -> partition -> owner at its last completed rebalance
         self._assigned: dict[str, dict[TopicPartition, Owner]] = {}
@@ -93,8 +97,11 @@ class LiveEvents(GroupEvents):
         if len(self.subscribers) >= MAX_SUBSCRIBERS:
             return None
         sub = Subscriber()
-        for data in self.history:
-            sub.put(data)
+        history = self.history
+        for i, kept in enumerate(history):
+            if type(kept) is not bytes:  # kept with no subscriber: encoded now, once
+                kept = history[i] = _encoded(*kept)
+            sub.put(kept)
         self.subscribers.add(sub)
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().create_task(self._tick())
@@ -116,10 +123,13 @@ class LiveEvents(GroupEvents):
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
 
-    def _send(self, event: str, data: dict[str, Any], keep: bool = False) -> None:
+    def _send(self, event: str, data: Data, keep: bool = False) -> None:
         self._next_id += 1
-        body = json.dumps(data, separators=(",", ":"))
-        encoded = f"id: {self._next_id}\nevent: {event}\ndata: {body}\n\n".encode()
+        if not self.subscribers:  # kept as it is, encoded if a subscriber comes (its data
+            if keep:  # is built for the event and not changed after)
+                self.history.append((self._next_id, event, data))
+            return
+        encoded = _encoded(self._next_id, event, data)
         if keep:
             self.history.append(encoded)
         for sub in self.subscribers:
@@ -156,10 +166,18 @@ class LiveEvents(GroupEvents):
     def rebalance_started(self, group_id: str, reason: str, consumer: bool = False) -> None:
         broker = self._broker()
         group = find_group(broker, group_id) if broker is not None else None
-        owners = assignment(broker, group) if broker is not None and group is not None else {}
-        before = self._assigned.setdefault(group_id, owners) if not consumer else owners
-        member = _trigger(reason, group, before)
+        before = None if consumer else self._assigned.get(group_id)
+        if before is None:  # a classic group's owners are kept from its last rebalance
+            before = assignment(broker, group) if broker is not None and group is not None else {}
+            if not consumer:
+                self._assigned[group_id] = before
         started = self._open.get(group_id)
+        if not consumer and not self.subscribers:  # a classic start is not kept: no event
+            self._next_id += 1  # (its id taken, as if sent)
+            if started is None:
+                self._open[group_id] = _Open(reason, _trigger(reason, group, before))
+            return
+        member = _trigger(reason, group, before)
         if not consumer and started is None:
             self._open[group_id] = _Open(reason, member)
         generation = getattr(group, "generation_id", getattr(group, "group_epoch", 0))
@@ -211,34 +229,53 @@ class LiveEvents(GroupEvents):
             members=members,
             partitions_moved=len(moved),
         )
-        self._send(
-            "rebalance",
-            {
-                "ts": time.time(),
-                "phase": "end",
-                "group": group_id,
-                "type": "classic",
-                "generation": generation,
-                "state": state,
-                "reason": started.reason,
-                "category": rebalance_reason(started.reason),
-                "member": started.member.json() if started.member else None,
-                "started": started.started,
-                "duration_ms": round(duration * 1000, 1),
-                "members": members,
-                "partitions_moved": len(moved),
-                "moved": [
-                    {
-                        "topic": t,
-                        "partition": p,
-                        "from": old.json() if old else None,
-                        "to": new.json() if new else None,
-                    }
-                    for (t, p), old, new in moved[:MOVED_LIMIT]
-                ],
-            },
-            keep=True,
+        # built when read: kept as it is while nobody subscribes
+        end = partial(
+            _end_event, time.time(), group_id, state, generation, started, duration, members, moved
         )
+        self._send("rebalance", end, keep=True)
+
+
+def _end_event(
+    ts: float,
+    group_id: str,
+    state: str,
+    generation: int,
+    started: _Open,
+    duration: float,
+    members: int,
+    moved: list[tuple[TopicPartition, Owner | None, Owner | None]],
+) -> dict[str, Any]:
+    """A classic rebalance's end event."""
+    return {
+        "ts": ts,
+        "phase": "end",
+        "group": group_id,
+        "type": "classic",
+        "generation": generation,
+        "state": state,
+        "reason": started.reason,
+        "category": rebalance_reason(started.reason),
+        "member": started.member.json() if started.member else None,
+        "started": started.started,
+        "duration_ms": round(duration * 1000, 1),
+        "members": members,
+        "partitions_moved": len(moved),
+        "moved": [
+            {
+                "topic": t,
+                "partition": p,
+                "from": old.json() if old else None,
+                "to": new.json() if new else None,
+            }
+            for (t, p), old, new in moved[:MOVED_LIMIT]
+        ],
+    }
+
+
+def _encoded(event_id: int, event: str, data: Data) -> bytes:
+    body = json.dumps(data if isinstance(data, dict) else data(), separators=(",", ":"))
+    return f"id: {event_id}\nevent: {event}\ndata: {body}\n\n".encode()
 
 
 def _trigger(reason: str, group: object, before: dict[TopicPartition, Owner]) -> Owner | None:

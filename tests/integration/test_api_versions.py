@@ -37,3 +37,23 @@ async def test_kafka_python_sees_a_kafka_4_broker(server: KafkaServer) -> None:
     # kafka-python infers the broker's version from ApiVersions; it was 2.4 before kgroupd
     # served flexible versions.
     assert await asyncio.to_thread(infer) >= (4, 0)
+
+
+async def test_every_version_answers_the_same_table_again(server: KafkaServer) -> None:
+    """The answer body is encoded once per version and reused: each version still lists the
+    served table (v1+ with throttle time 0, v3+ the features), on a second request too."""
+    v3 = {"client_software_name": "t", "client_software_version": "1"}
+    async with await WireClient.connect(server.port) as wire:
+        for version in range(5):
+            for _ in range(2):
+                resp = await wire.request(18, version, v3 if version >= 3 else {})
+                assert resp["error_code"] == 0
+                listed = {
+                    k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]
+                }
+                assert listed == SERVED
+                if version:
+                    assert resp["throttle_time_ms"] == 0
+                if version >= 3:
+                    assert resp["finalized_features_epoch"] == 1
+                    assert len(resp["finalized_features"]) == 3

@@ -254,8 +254,8 @@ async def test_request_time_quota_throttles_a_busy_client(server: KafkaServer) -
 
 
 async def test_request_time_quota_throttles_hand_encoded_answers(server: KafkaServer) -> None:
-    """The hot requests' hand-encoded answers (Heartbeat, OffsetCommit) carry the request
-    quota's throttle time too, not 0 while the connection is muted."""
+    """The hot requests' hand-encoded answers (Heartbeat, OffsetCommit) and ApiVersions' cached
+    one carry the request quota's throttle time too, not 0 while the connection is muted."""
     async with await WireClient.connect(server.port, client_id="admin") as admin:
         await _set(admin, _alter(_entity(client_id="busy-hot"), ("request_percentage", 0.001)))
     beat = {"group_id": "q-group", "generation_id": 1, "member_id": "m"}
@@ -271,6 +271,9 @@ async def test_request_time_quota_throttles_hand_encoded_answers(server: KafkaSe
             (12, 1, beat),
             (8, 8, commit),
             (8, 3, commit),
+            # ApiVersions' answer is encoded once per version: not while a quota is on
+            (18, 3, {"client_software_name": "t", "client_software_version": "1"}),
+            (18, 1, {}),
         ):
             throttles = [(await busy.request(api_key, version, body))["throttle_time_ms"]]
             while not throttles[-1] and len(throttles) < 200:

@@ -362,3 +362,28 @@ async def test_the_page_s_files_are_served_and_nothing_beside_them() -> None:
             ):
                 async with http.get(base + path) as resp:
                     assert resp.status == 404, path
+
+
+async def test_rebalances_with_no_subscriber_are_replayed_to_the_first() -> None:
+    """A rebalance that ends while nobody reads /api/events is kept (encoded only when a
+    subscriber comes): the first subscriber is handed its end, as it was."""
+    async with running_server(**server_opts()) as server:
+        boot = f"127.0.0.1:{server.port}"
+        await produce(boot, 5)
+        assert not server.live.subscribers
+        first = member(boot, "c-alone")
+        await first.start()
+        try:
+            await read_all(first, 20)
+            await until(lambda: asyncio.sleep(0, server.live.history), "the rebalance's end")
+        finally:
+            await first.stop()
+        async with event_stream(server) as replayed:
+            await until(
+                lambda: asyncio.sleep(0, [1 for n, _ in replayed if n == "rebalance"]),
+                "the replayed history",
+            )
+            end = next(d for n, d in replayed if n == "rebalance")
+        assert end["phase"] == "end" and end["member"]["client_id"] == "c-alone"
+        assert end["generation"] == 1 and end["members"] == 1 and end["partitions_moved"] == 4
+        assert end["category"] == "member_joined"
